@@ -1,0 +1,91 @@
+"""tidelog: a durable, partitioned message log and work queue.
+
+import tidelog
+log = tidelog.open("tidelog.db")
+log.producer().send("orders", {"orderId": 1})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .config import check_durability
+from .errors import (
+    Closed,
+    ConfigurationError,
+    Conflict,
+    GroupError,
+    InvalidName,
+    InvalidRequest,
+    InvalidValue,
+    LeaseLost,
+    MessageTooLarge,
+    NotAssigned,
+    NotFound,
+    OffsetOutOfRange,
+    StaleGeneration,
+    StoreError,
+    TidelogError,
+    TopicConflict,
+    UnknownGroup,
+    UnknownPartition,
+    UnknownTopic,
+)
+from .log import Consumer, Log, NewRecord, Producer, TopicDescription
+from .records import BatchSent, Message, Sent
+from .store import GroupOffset, PartitionInfo, TopicInfo, open_store
+
+__version__ = "0.1.0"
+
+
+def open(
+    url: str = "tidelog.db",
+    *,
+    durability: str = "normal",
+    auto_create: bool = True,
+    clock: Callable[[], int] | None = None,
+) -> Log:
+    """Open a log.
+
+    `url` is a file path or `sqlite:///path` (the embedded default),
+    `:memory:`, or another store's URL. `durability="normal"` survives a
+    killed process; `"full"` also survives a power loss, at the cost of an
+    fsync per commit.
+    """
+    check_durability(durability)
+    return Log(open_store(url, durability=durability), auto_create=auto_create, clock=clock)
+
+
+__all__ = [
+    "BatchSent",
+    "Closed",
+    "ConfigurationError",
+    "Conflict",
+    "Consumer",
+    "GroupError",
+    "GroupOffset",
+    "InvalidName",
+    "InvalidRequest",
+    "InvalidValue",
+    "LeaseLost",
+    "Log",
+    "Message",
+    "MessageTooLarge",
+    "NewRecord",
+    "NotAssigned",
+    "NotFound",
+    "OffsetOutOfRange",
+    "PartitionInfo",
+    "Producer",
+    "Sent",
+    "StaleGeneration",
+    "StoreError",
+    "TidelogError",
+    "TopicConflict",
+    "TopicDescription",
+    "TopicInfo",
+    "UnknownGroup",
+    "UnknownPartition",
+    "UnknownTopic",
+    "open",
+]

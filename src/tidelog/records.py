@@ -1,0 +1,220 @@
+"""Record types and the encoding of values, keys and headers.
+
+A value is stored as one of three formats so that `msg.data` gives back an
+equal object: bytes stay bytes, a str is UTF-8 text, anything else is JSON.
+Stores keep bytes as a BLOB and text or JSON as TEXT, plus a format marker only
+for plain text, so the common cases (bytes and JSON) bind no extra column.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterable
+from itertools import repeat
+from operator import itemgetter
+from typing import Any, NamedTuple
+
+from .errors import InvalidValue
+
+# Format markers stored beside a TEXT value. None on a TEXT value means JSON;
+# a BLOB value is always raw bytes.
+FMT_TEXT = 1
+
+Headers = list[tuple[str, bytes]]
+
+_json_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_json_loads = json.loads
+
+
+def encode_value(value: Any) -> tuple[bytes | str, int | None]:
+    """Return (stored value, format marker) for a payload."""
+    if type(value) is bytes:
+        return value, None
+    if isinstance(value, str):
+        return str(value), FMT_TEXT
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value), None
+    try:
+        return _json_dumps(value), None
+    except (TypeError, ValueError) as e:
+        raise InvalidValue(
+            f"value of type {type(value).__name__} cannot be encoded: {e}; "
+            "send bytes, str, or a JSON-serialisable object"
+        ) from None
+
+
+def encode_key(key: Any) -> bytes | None:
+    if key is None or type(key) is bytes:
+        return key
+    if isinstance(key, str):
+        return key.encode()
+    if isinstance(key, (bytearray, memoryview)):
+        return bytes(key)
+    if isinstance(key, int) and not isinstance(key, bool):
+        return str(key).encode()
+    raise InvalidValue(f"key must be bytes, str or int, not {type(key).__name__}")
+
+
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+
+
+def encode_headers(headers: Any) -> bytes | None:
+    """Encode headers (a dict or (name, str|bytes) pairs) to a compact blob.
+
+    Layout: for each header, u16 name length, name (UTF-8), u32 value length,
+    value. Order is kept; names may repeat, as in Kafka.
+    """
+    if not headers:
+        return None
+    pairs: Iterable[Any] = headers.items() if isinstance(headers, dict) else headers
+    out = bytearray()
+    try:
+        for pair in pairs:
+            name, value = pair
+            if not isinstance(name, str):
+                raise InvalidValue(f"header name must be str, not {type(name).__name__}")
+            if isinstance(value, str):
+                value = value.encode()
+            elif isinstance(value, (bytes, bytearray, memoryview)):
+                value = bytes(value)
+            else:
+                raise InvalidValue(f"header {name!r} value must be str or bytes, not {type(value).__name__}")
+            raw_name = name.encode()
+            if len(raw_name) > 0xFFFF:
+                raise InvalidValue(f"header name longer than 65535 bytes: {name[:40]!r}...")
+            out += _U16.pack(len(raw_name)) + raw_name + _U32.pack(len(value)) + value
+    except (TypeError, ValueError):
+        raise InvalidValue("headers must be a dict or a list of (name, value) pairs") from None
+    return bytes(out) if out else None
+
+
+def decode_headers(blob: bytes | None) -> Headers:
+    if not blob:
+        return []
+    out: Headers = []
+    i, n = 0, len(blob)
+    while i < n:
+        (ln,) = _U16.unpack_from(blob, i)
+        i += 2
+        name = blob[i : i + ln].decode()
+        i += ln
+        (lv,) = _U32.unpack_from(blob, i)
+        i += 4
+        out.append((name, bytes(blob[i : i + lv])))
+        i += lv
+    return out
+
+
+def decode_data(stored: bytes | str, fmt: int | None) -> Any:
+    if type(stored) is bytes:
+        return stored
+    if fmt == FMT_TEXT:
+        return stored
+    return _json_loads(stored)
+
+
+class Message(tuple):
+    """A record as read from a partition.
+
+    A tuple underneath (like kafka-python's ConsumerRecord) so that a fetch of
+    a thousand records builds them in C; the accessors decode lazily. The
+    tuple holds (offset, timestamp, stored value, key, raw headers, producer,
+    format); topic and partition live on a subclass made once per partition,
+    so reading them costs nothing per record.
+    """
+
+    __slots__ = ()
+    topic: str = ""
+    partition: int = 0
+
+    offset: int = property(itemgetter(0))  # type: ignore[assignment]
+    timestamp: int = property(itemgetter(1))  # type: ignore[assignment]
+    key: bytes | None = property(itemgetter(3))  # type: ignore[assignment]
+    producer: str | None = property(itemgetter(5))  # type: ignore[assignment]
+
+    @property
+    def value(self) -> bytes:
+        """The payload as raw bytes."""
+        v = self[2]
+        return v if type(v) is bytes else v.encode()
+
+    @property
+    def data(self) -> Any:
+        """The payload decoded: JSON to an object, text to str, bytes to bytes."""
+        return decode_data(self[2], self[6])
+
+    @property
+    def headers(self) -> Headers:
+        return decode_headers(self[4])
+
+    @property
+    def format(self) -> str:
+        """'bytes', 'text' or 'json': how the value was sent."""
+        if type(self[2]) is bytes:
+            return "bytes"
+        return "text" if self[6] == FMT_TEXT else "json"
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and tuple.__eq__(self, other)  # type: ignore[arg-type]
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash((self.topic, self.partition, self[0]))
+
+    def __reduce__(self) -> tuple:
+        return (_rebuild, (self.topic, self.partition, tuple(self)))
+
+    def __repr__(self) -> str:
+        return (
+            f"Message(topic={self.topic!r}, partition={self.partition}, offset={self[0]}, "
+            f"timestamp={self[1]}, key={self[3]!r}, value={self.value[:60]!r})"
+        )
+
+
+_classes: dict[tuple[str, int], type[Message]] = {}
+
+
+def message_class(topic: str, partition: int) -> type[Message]:
+    cls = _classes.get((topic, partition))
+    if cls is None:
+        cls = type("Message", (Message,), {"__slots__": (), "topic": topic, "partition": partition})
+        cls.__module__ = __name__
+        cls.__qualname__ = "Message"
+        _classes[(topic, partition)] = cls
+    return cls
+
+
+def _rebuild(topic: str, partition: int, row: tuple) -> Message:
+    return tuple.__new__(message_class(topic, partition), row)
+
+
+def make_messages(topic: str, partition: int, rows: list[tuple]) -> list[Message]:
+    """Wrap store rows (in Message layout) without a Python-level loop."""
+    return list(map(tuple.__new__, repeat(message_class(topic, partition), len(rows)), rows))
+
+
+def make_message(topic: str, partition: int, row: tuple) -> Message:
+    return tuple.__new__(message_class(topic, partition), row)
+
+
+class Sent(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class BatchSent(NamedTuple):
+    topic: str
+    partition: int
+    first_offset: int
+    count: int
+    timestamp: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.first_offset + self.count - 1

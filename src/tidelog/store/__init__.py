@@ -1,0 +1,20 @@
+"""Stores: where records live. `open_store(url)` picks one by URL."""
+
+from __future__ import annotations
+
+from ..errors import ConfigurationError
+from .base import GroupOffset, PartitionInfo, Store, TopicInfo
+
+__all__ = ["GroupOffset", "PartitionInfo", "Store", "TopicInfo", "open_store"]
+
+
+def open_store(url: str, durability: str = "normal") -> Store:
+    """A file path or `sqlite:///path`, `:memory:`, `postgresql://...`, `http://...`."""
+    if not isinstance(url, str) or not url:
+        raise ConfigurationError(f"a store URL must be a non-empty string, not {url!r}")
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme in ("", "sqlite", "file"):
+        from .sqlite import SQLiteStore, path_from_url
+
+        return SQLiteStore(path_from_url(url), durability=durability)
+    raise ConfigurationError(f"unsupported store URL {url!r}: use a file path, sqlite:///path or :memory:")

@@ -1,0 +1,110 @@
+"""The Store protocol: the narrow interface between the core and storage.
+
+A store holds SQL and no policy. It names partitions by (topic, partition
+number), raises UnknownTopic / UnknownPartition from the error tree when
+they do not exist, and makes every write atomic: a call either happens whole
+or changes nothing. Rows it returns from `read` are in Message layout:
+
+    (offset, timestamp, stored value, key, raw headers, producer, format)
+
+where the stored value is bytes (sent as bytes) or str (text or JSON, told
+apart by the format marker), exactly as `tidelog.records` encodes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: int
+    config: dict[str, Any] = field(default_factory=dict)
+    created: int = 0  # ms since epoch
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    partition: int
+    first_offset: int  # offset of the oldest record held; last + 1 when empty
+    last_offset: int  # offset of the newest record ever appended; 0 when none
+    records: int  # how many records the partition holds now
+
+
+@dataclass(frozen=True)
+class GroupOffset:
+    group: str
+    topic: str
+    partition: int
+    committed: int
+
+
+class Store(Protocol):
+    """What the core needs from a storage backend."""
+
+    # topics
+    def create_topic(self, name: str, partitions: int, config: dict[str, Any]) -> tuple[TopicInfo, bool]:
+        """Create a topic, or return the existing one. The bool says 'created'."""
+
+    def topic(self, name: str) -> TopicInfo | None: ...
+
+    def topics(self) -> list[TopicInfo]: ...
+
+    def add_partitions(self, name: str, partitions: int) -> TopicInfo:
+        """Grow a topic to `partitions` (never shrinks; the core checks)."""
+
+    def delete_topic(self, name: str) -> bool: ...
+
+    def partitions(self, topic: str) -> list[PartitionInfo]: ...
+
+    # records
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        values: Sequence[bytes | str],
+        formats: Sequence[int | None] | None = None,
+        keys: Sequence[bytes | None] | None = None,
+        headers: Sequence[bytes | None] | None = None,
+        producer: str | None = None,
+    ) -> int:
+        """Append records atomically; return the first offset given.
+
+        Column lists that are None mean "all None". Returns only after commit.
+        """
+
+    def read(
+        self,
+        topic: str,
+        partition: int,
+        after: int,
+        limit: int,
+        exclude_producer: str | None = None,
+    ) -> list[tuple]:
+        """Records with offset > after, oldest first, at most `limit`."""
+
+    # stream group offsets
+    def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
+        """Move the committed offset forward to `offset` (a lower one is ignored).
+
+        Raises OffsetOutOfRange when `offset` is past the partition's last
+        offset.
+        """
+
+    def committed(self, group: str, topic: str, partition: int) -> int: ...
+
+    def seek(self, group: str, topic: str, partition: int, offset: int) -> None:
+        """Set the committed offset, backwards or forwards (bounds checked)."""
+
+    def ensure_group(self, group: str, mode: str) -> None:
+        """Register a group name (idempotent)."""
+
+    def group_offsets(self, group: str) -> list[GroupOffset]: ...
+
+    def groups(self) -> list[str]: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,57 @@
+"""The `store` fixture: every conformance test runs on every store.
+
+A store kind is a factory that yields a URL a test can open as often as it
+likes (a second `tidelog.open(url)` on the same URL sees the same log, as a
+restarted process would).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+import tidelog
+
+
+@dataclass
+class StoreKind:
+    name: str
+    url: str
+
+    def open(self, **kwargs: Any) -> tidelog.Log:
+        return tidelog.open(self.url, **kwargs)
+
+
+def _sqlite(tmp_path: Any) -> Iterator[str]:
+    yield str(tmp_path / "log.db")
+
+
+# kind name -> factory(tmp_path) yielding a URL; other stores add themselves.
+STORE_KINDS: dict[str, Callable[[Any], Iterator[str]]] = {"sqlite": _sqlite}
+
+
+@pytest.fixture(params=sorted(STORE_KINDS))
+def store(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[StoreKind]:
+    factory = STORE_KINDS[request.param]
+    gen = factory(tmp_path)
+    url = next(gen)
+    yield StoreKind(request.param, url)
+    gen.close()
+
+
+@pytest.fixture
+def log(store: StoreKind) -> Iterator[tidelog.Log]:
+    opened = store.open()
+    yield opened
+    opened.close()
+
+
+def snapshot(log: tidelog.Log) -> Any:
+    """Everything a bad request must leave unchanged."""
+    topics = {t.name: (t.partitions, t.config) for t in log.topics()}
+    parts = {name: log.describe(name).partitions for name in topics}
+    groups = {g: [(o.topic, o.partition, o.committed) for o in log.group_offsets(g)] for g in log.groups()}
+    return topics, parts, groups

@@ -1,0 +1,114 @@
+"""Stream group offsets: commit, committed, seek, resume after restart."""
+
+from __future__ import annotations
+
+import pytest
+
+import tidelog
+
+from .conftest import snapshot
+
+
+@pytest.fixture
+def filled(log):
+    log.create_topic("orders", partitions=2)
+    log.producer().send_batch("orders", [{"n": i} for i in range(1, 11)], partition=0)
+    return log
+
+
+def test_committed_is_zero_before_any_commit(filled):
+    assert filled.consumer("g").committed("orders", 0) == 0
+
+
+def test_fetch_commit_resume(store, filled):
+    consumer = filled.consumer("g")
+    msgs = consumer.fetch("orders", 0, max_messages=4)
+    assert [m.offset for m in msgs] == [1, 2, 3, 4]
+    for msg in msgs:
+        consumer.commit(msg)
+    assert consumer.committed("orders", 0) == 4
+    # The next fetch continues from the position, the committed offset stays.
+    assert [m.offset for m in consumer.fetch("orders", 0, max_messages=2)] == [5, 6]
+    assert consumer.committed("orders", 0) == 4
+    # A restarted consumer (a new handle on the same store) resumes at committed + 1.
+    again = store.open()
+    try:
+        assert [m.offset for m in again.consumer("g").fetch("orders", 0, max_messages=3)] == [5, 6, 7]
+    finally:
+        again.close()
+
+
+def test_commits_are_monotonic(filled):
+    consumer = filled.consumer("g")
+    consumer.commit("orders", 0, 7)
+    consumer.commit("orders", 0, 3)  # lower: ignored, not an error
+    assert consumer.committed("orders", 0) == 7
+    consumer.commit("orders", 0, 7)
+    consumer.commit("orders", 0, 8)
+    assert consumer.committed("orders", 0) == 8
+
+
+def test_commit_without_arguments_commits_positions(filled):
+    consumer = filled.consumer("g")
+    consumer.fetch("orders", 0, max_messages=3)
+    consumer.fetch("orders", 1)  # empty partition: nothing to commit there
+    consumer.commit()
+    assert consumer.committed("orders", 0) == 3
+    assert consumer.committed("orders", 1) == 0
+
+
+def test_seek_is_the_way_back(filled):
+    consumer = filled.consumer("g")
+    consumer.commit("orders", 0, 9)
+    consumer.seek("orders", 0, 5)
+    assert consumer.committed("orders", 0) == 5
+    assert [m.offset for m in consumer.fetch("orders", 0, max_messages=2)] == [6, 7]
+    consumer.seek("orders", 0, 0)
+    assert consumer.fetch("orders", 0, max_messages=1)[0].offset == 1
+
+
+def test_seek_and_commit_past_the_end_are_refused(filled):
+    consumer = filled.consumer("g")
+    consumer.commit("orders", 0, 4)
+    before = snapshot(filled)
+    with pytest.raises(tidelog.OffsetOutOfRange, match="past the end") as err:
+        consumer.seek("orders", 0, 11)
+    assert err.value.last == 10
+    with pytest.raises(tidelog.OffsetOutOfRange):
+        consumer.commit("orders", 0, 11)
+    with pytest.raises(tidelog.OffsetOutOfRange):
+        consumer.seek("orders", 1, 1)
+    with pytest.raises(tidelog.InvalidRequest):
+        consumer.seek("orders", 0, -1)
+    with pytest.raises(tidelog.InvalidRequest):
+        consumer.commit("orders", 0, -1)
+    assert snapshot(filled) == before
+    consumer.seek("orders", 0, 10)  # exactly the end is fine
+    assert consumer.fetch("orders", 0) == []
+
+
+def test_groups_are_independent(filled):
+    a, b = filled.consumer("a"), filled.consumer("b")
+    a.commit("orders", 0, 6)
+    assert b.committed("orders", 0) == 0
+    assert [m.offset for m in b.fetch("orders", 0, max_messages=1)] == [1]
+    assert set(filled.groups()) >= {"a", "b"}
+    assert [(o.topic, o.partition, o.committed) for o in filled.group_offsets("a")] == [("orders", 0, 6)]
+
+
+def test_bad_group_and_partition_input(filled):
+    with pytest.raises(tidelog.InvalidName):
+        filled.consumer("bad group")
+    consumer = filled.consumer("g")
+    before = snapshot(filled)
+    with pytest.raises(tidelog.UnknownPartition):
+        consumer.fetch("orders", 2)
+    with pytest.raises(tidelog.UnknownPartition):
+        consumer.commit("orders", 7, 1)
+    with pytest.raises(tidelog.UnknownTopic):
+        consumer.fetch("missing", 0)
+    with pytest.raises(tidelog.UnknownTopic):
+        consumer.commit("missing", 0, 1)
+    with pytest.raises(tidelog.InvalidRequest):
+        consumer.fetch("orders", 0, max_messages=0)
+    assert snapshot(filled) == before
