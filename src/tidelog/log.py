@@ -24,14 +24,19 @@ from .records import (
     BatchSent,
     Message,
     Sent,
+    decode_meta,
     encode_headers,
     encode_key,
+    encode_meta,
     encode_value,
     make_messages,
 )
 from .store.base import GroupOffset, PartitionInfo, Store, TopicInfo
 
 DEFAULT_BATCH = 100
+
+# Names that passed check_name; a dict lookup is cheaper than the pattern.
+_checked_names: dict[str, bool] = {}
 MAX_BATCH = 100_000
 
 
@@ -195,9 +200,10 @@ class Producer:
 
     def _partition(self, topic: str, key: bytes | None, partition: int | None) -> tuple[int, int]:
         """(partition, max_message_bytes) for a send."""
-        partitions, max_bytes = self.log._topic_meta(topic, create=True)
+        partitions, max_bytes = self.log._meta.get(topic) or self.log._topic_meta(topic, create=True)
         if partition is not None:
-            check_int("partition", partition, 0)
+            if type(partition) is not int or partition < 0:
+                check_int("partition", partition, 0)
             if partition >= partitions:
                 # Maybe another process grew the topic since we cached it.
                 partitions, max_bytes = self.log._topic_meta(topic, refresh=True)
@@ -216,23 +222,21 @@ class Producer:
         headers: Any = None,
     ) -> Sent:
         """Append one record; returns after it is committed."""
-        check_name("topic", topic)
-        stored, fmt = encode_value(value)
-        raw_key = encode_key(key)
-        raw_headers = encode_headers(headers)
+        if topic not in _checked_names:
+            _remember_name(topic)
+        if type(value) is bytes:
+            stored, fmt = value, None
+        else:
+            stored, fmt = encode_value(value)
+        raw_key = key if key is None or type(key) is bytes else encode_key(key)
+        meta = None
+        if fmt is not None or raw_key is not None or headers is not None or self.id is not None:
+            meta = encode_meta(fmt, raw_key, encode_headers(headers), self.id)
         partition, max_bytes = self._partition(topic, raw_key, partition)
-        _check_size(topic, max_bytes, stored, raw_key, raw_headers)
+        if len(stored) > max_bytes >> 2 or meta is not None:
+            _check_size(topic, max_bytes, 0, stored, meta)
         ts = self.log.clock()
-        offset = self.log.store.append(
-            topic,
-            partition,
-            ts,
-            (stored,),
-            None if fmt is None else (fmt,),
-            None if raw_key is None else (raw_key,),
-            None if raw_headers is None else (raw_headers,),
-            self.id,
-        )
+        offset = self.log.store.append_one(topic, partition, ts, stored, meta)
         return Sent(topic, partition, offset, ts)
 
     def send_batch(
@@ -249,7 +253,8 @@ class Producer:
         Items may be plain values or `NewRecord`s carrying their own key and
         headers; `key` and `headers` apply to items that carry none.
         """
-        check_name("topic", topic)
+        if topic not in _checked_names:
+            _remember_name(topic)
         values = values if isinstance(values, list) else list(values)
         if not values:
             raise InvalidRequest("send_batch needs at least one record")
@@ -258,77 +263,79 @@ class Producer:
         raw_key = encode_key(key)
         raw_headers = encode_headers(headers)
         partition, max_bytes = self._partition(topic, raw_key, partition)
-        stored, fmts, keys, hdrs = _encode_batch(values, raw_key, raw_headers)
-        _check_batch_size(topic, max_bytes, stored, keys, hdrs)
+        stored, metas = _encode_batch(values, raw_key, raw_headers, self.id)
+        if max(map(len, stored)) > max_bytes >> 2 or metas is not None:
+            for i, value in enumerate(stored):
+                _check_size(topic, max_bytes, i, value, None if metas is None else metas[i])
         ts = self.log.clock()
-        first = self.log.store.append(topic, partition, ts, stored, fmts, keys, hdrs, self.id)
+        first = self.log.store.append(topic, partition, ts, stored, metas)
         return BatchSent(topic, partition, first, len(stored), ts)
 
 
+def _remember_name(topic: Any) -> None:
+    if len(_checked_names) > 10_000:
+        _checked_names.clear()
+    _checked_names[check_name("topic", topic)] = True
+
+
 def _encode_batch(
-    values: list[Any], raw_key: bytes | None, raw_headers: bytes | None
-) -> tuple[list, list | None, list | None, list | None]:
-    n = len(values)
+    values: list[Any], raw_key: bytes | None, raw_headers: bytes | None, producer: str | None
+) -> tuple[list, list | None]:
     kinds = set(map(type, values))
+    plain = raw_key is None and raw_headers is None and producer is None
     # Fast path: a batch of plain bytes needs no per-record work in Python.
-    if kinds == {bytes}:
-        stored, fmts, keys, hdrs = values, None, None, None
-    elif NewRecord not in kinds:
-        pairs = [encode_value(v) for v in values]
-        stored = [p[0] for p in pairs]
-        fmts = [p[1] for p in pairs]
-        keys = hdrs = None
-    else:
-        stored, fmts, keys, hdrs = [], [], [], []
-        for v in values:
-            if isinstance(v, NewRecord):
-                s, f = encode_value(v.value)
-                k = raw_key if v.key is None else encode_key(v.key)
-                h = raw_headers if v.headers is None else encode_headers(v.headers)
-            else:
-                (s, f), k, h = encode_value(v), raw_key, raw_headers
-            stored.append(s)
-            fmts.append(f)
-            keys.append(k)
-            hdrs.append(h)
-        return stored, fmts, keys, hdrs
-    if raw_key is not None:
-        keys = [raw_key] * n
-    if raw_headers is not None:
-        hdrs = [raw_headers] * n
-    return stored, fmts, keys, hdrs
+    if kinds == {bytes} and plain:
+        return values, None
+    stored, metas = [], []
+    for v in values:
+        key, headers = raw_key, raw_headers
+        if isinstance(v, NewRecord):
+            if v.key is not None:
+                key = encode_key(v.key)
+            if v.headers is not None:
+                headers = encode_headers(v.headers)
+            v = v.value
+        if type(v) is bytes:
+            s, f = v, None
+        else:
+            s, f = encode_value(v)
+        stored.append(s)
+        metas.append(encode_meta(f, key, headers, producer))
+    return stored, (None if all(m is None for m in metas) else metas)
 
 
-def _size(v: bytes | str) -> int:
-    return len(v) if type(v) is bytes else len(v.encode())
-
-
-def _check_size(
-    topic: str, max_bytes: int, stored: bytes | str, key: bytes | None, headers: bytes | None
-) -> None:
+def _check_size(topic: str, max_bytes: int, index: int, stored: bytes | str, meta: bytes | None) -> None:
     # A str needs encoding to know its byte size; skip that when even four
     # bytes a character would fit.
     n = len(stored)
     if type(stored) is not bytes and n * 4 > max_bytes:
         n = len(stored.encode())
-    n += (len(key) if key else 0) + (len(headers) if headers else 0)
+    if meta is not None:
+        n += len(meta)
     if n > max_bytes:
-        raise MessageTooLarge(f"record of {n} bytes is over max_message_bytes={max_bytes} of topic {topic!r}")
+        where = "record" if index == 0 else f"record {index} of the batch"
+        raise MessageTooLarge(
+            f"{where} is {n} bytes (value, key and headers), over max_message_bytes={max_bytes} "
+            f"of topic {topic!r}; nothing was written"
+        )
 
 
-def _check_batch_size(
-    topic: str, max_bytes: int, stored: list, keys: list | None, headers: list | None
-) -> None:
-    longest = max(map(len, stored))
-    if longest * 4 <= max_bytes and keys is None and headers is None:
-        return
-    for i, s in enumerate(stored):
-        n = _size(s) + (len(keys[i] or b"") if keys else 0) + (len(headers[i] or b"") if headers else 0)
-        if n > max_bytes:
-            raise MessageTooLarge(
-                f"record {i} of the batch is {n} bytes, over max_message_bytes={max_bytes} "
-                f"of topic {topic!r}; nothing was written"
-            )
+def _read_excluding(
+    store: Store, topic: str, partition: int, after: int, limit: int, producer: str
+) -> tuple[list[tuple], int]:
+    """Rows not sent by `producer`, and the offset the scan got to."""
+    kept: list[tuple] = []
+    while len(kept) < limit:
+        rows = store.read(topic, partition, after, limit)
+        if not rows:
+            break
+        for row in rows:
+            after = row[0]
+            if row[3] is None or decode_meta(row[3])[3] != producer:
+                kept.append(row)
+                if len(kept) == limit:
+                    break
+    return kept, after
 
 
 class Consumer:
@@ -365,8 +372,13 @@ class Consumer:
         after = self._position.get(tp)
         if after is None:
             after = self.log.store.committed(self.group, topic, partition)
-        rows = self.log.store.read(topic, partition, after, max_messages, exclude_producer)
-        self._position[tp] = rows[-1][0] if rows else after
+        if exclude_producer is None:
+            rows = self.log.store.read(topic, partition, after, max_messages)
+            self._position[tp] = rows[-1][0] if rows else after
+        else:
+            rows, self._position[tp] = _read_excluding(
+                self.log.store, topic, partition, after, max_messages, exclude_producer
+            )
         return make_messages(topic, partition, rows)
 
     def position(self, topic: str, partition: int) -> int:

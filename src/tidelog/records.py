@@ -2,8 +2,16 @@
 
 A value is stored as one of three formats so that `msg.data` gives back an
 equal object: bytes stay bytes, a str is UTF-8 text, anything else is JSON.
-Stores keep bytes as a BLOB and text or JSON as TEXT, plus a format marker only
-for plain text, so the common cases (bytes and JSON) bind no extra column.
+Stores keep bytes as bytes and text or JSON as text.
+
+Everything else a record may carry (key, headers, producer, the marker that
+tells plain text from JSON) is packed into one optional `meta` blob, which is
+None for the common record that has none of them: a store then writes and
+reads two payload columns, which is what keeps sends and fetches cheap.
+
+meta layout: one flags byte, then the key (u32 length + bytes) if
+F_KEY, the producer (u16 length + UTF-8) if F_PRODUCER, and the headers blob
+(to the end) if F_HEADERS.
 """
 
 from __future__ import annotations
@@ -17,9 +25,13 @@ from typing import Any, NamedTuple
 
 from .errors import InvalidValue
 
-# Format markers stored beside a TEXT value. None on a TEXT value means JSON;
-# a BLOB value is always raw bytes.
+# Format marker: a str value is JSON unless the record says it is plain text.
 FMT_TEXT = 1
+
+F_KEY = 1
+F_PRODUCER = 2
+F_HEADERS = 4
+F_TEXT = 8
 
 Headers = list[tuple[str, bytes]]
 
@@ -107,6 +119,46 @@ def decode_headers(blob: bytes | None) -> Headers:
     return out
 
 
+def encode_meta(
+    fmt: int | None, key: bytes | None, headers: bytes | None, producer: str | None
+) -> bytes | None:
+    if fmt is None and key is None and headers is None and producer is None:
+        return None
+    flags = F_TEXT if fmt == FMT_TEXT else 0
+    out = bytearray(1)
+    if key is not None:
+        flags |= F_KEY
+        out += _U32.pack(len(key)) + key
+    if producer is not None:
+        flags |= F_PRODUCER
+        raw = producer.encode()
+        out += _U16.pack(len(raw)) + raw
+    if headers:
+        flags |= F_HEADERS
+        out += headers
+    out[0] = flags
+    return bytes(out)
+
+
+def decode_meta(meta: bytes | None) -> tuple[int | None, bytes | None, bytes | None, str | None]:
+    """(format, key, headers blob, producer) from a meta blob."""
+    if meta is None:
+        return None, None, None, None
+    flags = meta[0]
+    i = 1
+    key = producer = None
+    if flags & F_KEY:
+        (n,) = _U32.unpack_from(meta, i)
+        key = bytes(meta[i + 4 : i + 4 + n])
+        i += 4 + n
+    if flags & F_PRODUCER:
+        (n,) = _U16.unpack_from(meta, i)
+        producer = bytes(meta[i + 2 : i + 2 + n]).decode()
+        i += 2 + n
+    headers = bytes(meta[i:]) if flags & F_HEADERS else None
+    return (FMT_TEXT if flags & F_TEXT else None), key, headers, producer
+
+
 def decode_data(stored: bytes | str, fmt: int | None) -> Any:
     if type(stored) is bytes:
         return stored
@@ -120,9 +172,9 @@ class Message(tuple):
 
     A tuple underneath (like kafka-python's ConsumerRecord) so that a fetch of
     a thousand records builds them in C; the accessors decode lazily. The
-    tuple holds (offset, timestamp, stored value, key, raw headers, producer,
-    format); topic and partition live on a subclass made once per partition,
-    so reading them costs nothing per record.
+    tuple holds (offset, timestamp, stored value, meta); topic and partition
+    live on a subclass made once per partition, so they cost nothing per
+    record.
     """
 
     __slots__ = ()
@@ -131,8 +183,6 @@ class Message(tuple):
 
     offset: int = property(itemgetter(0))  # type: ignore[assignment]
     timestamp: int = property(itemgetter(1))  # type: ignore[assignment]
-    key: bytes | None = property(itemgetter(3))  # type: ignore[assignment]
-    producer: str | None = property(itemgetter(5))  # type: ignore[assignment]
 
     @property
     def value(self) -> bytes:
@@ -143,18 +193,33 @@ class Message(tuple):
     @property
     def data(self) -> Any:
         """The payload decoded: JSON to an object, text to str, bytes to bytes."""
-        return decode_data(self[2], self[6])
+        v = self[2]
+        if type(v) is bytes:
+            return v
+        meta = self[3]
+        if meta is not None and meta[0] & F_TEXT:
+            return v
+        return _json_loads(v)
+
+    @property
+    def key(self) -> bytes | None:
+        return None if self[3] is None else decode_meta(self[3])[1]
 
     @property
     def headers(self) -> Headers:
-        return decode_headers(self[4])
+        return [] if self[3] is None else decode_headers(decode_meta(self[3])[2])
+
+    @property
+    def producer(self) -> str | None:
+        return None if self[3] is None else decode_meta(self[3])[3]
 
     @property
     def format(self) -> str:
         """'bytes', 'text' or 'json': how the value was sent."""
         if type(self[2]) is bytes:
             return "bytes"
-        return "text" if self[6] == FMT_TEXT else "json"
+        meta = self[3]
+        return "text" if meta is not None and meta[0] & F_TEXT else "json"
 
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and tuple.__eq__(self, other)  # type: ignore[arg-type]
@@ -171,7 +236,7 @@ class Message(tuple):
     def __repr__(self) -> str:
         return (
             f"Message(topic={self.topic!r}, partition={self.partition}, offset={self[0]}, "
-            f"timestamp={self[1]}, key={self[3]!r}, value={self.value[:60]!r})"
+            f"timestamp={self[1]}, key={self.key!r}, value={self.value[:60]!r})"
         )
 
 

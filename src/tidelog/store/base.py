@@ -61,30 +61,25 @@ class Store(Protocol):
     def partitions(self, topic: str) -> list[PartitionInfo]: ...
 
     # records
+    def append_one(
+        self, topic: str, partition: int, timestamp: int, value: bytes | str, meta: bytes | None = None
+    ) -> int:
+        """Append one record; return its offset. Returns only after commit."""
+
     def append(
         self,
         topic: str,
         partition: int,
         timestamp: int,
         values: Sequence[bytes | str],
-        formats: Sequence[int | None] | None = None,
-        keys: Sequence[bytes | None] | None = None,
-        headers: Sequence[bytes | None] | None = None,
-        producer: str | None = None,
+        metas: Sequence[bytes | None] | None = None,
     ) -> int:
-        """Append records atomically; return the first offset given.
+        """Append records atomically with consecutive offsets; return the first.
 
-        Column lists that are None mean "all None". Returns only after commit.
+        `metas` None means no record has a meta blob. Returns only after commit.
         """
 
-    def read(
-        self,
-        topic: str,
-        partition: int,
-        after: int,
-        limit: int,
-        exclude_producer: str | None = None,
-    ) -> list[tuple]:
+    def read(self, topic: str, partition: int, after: int, limit: int) -> list[tuple]:
         """Records with offset > after, oldest first, at most `limit`."""
 
     # stream group offsets

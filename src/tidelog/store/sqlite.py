@@ -33,14 +33,17 @@ from .base import GroupOffset, PartitionInfo, TopicInfo
 OFFSET_BITS = 40
 OFFSET_SPAN = 1 << OFFSET_BITS
 BUSY_TIMEOUT_S = 60.0
+MMAP_BYTES = 1 << 30
 
 # The last offset of a partition, computed in SQL from the row-id range and
 # the partition's base offset (what retention removed). ?1 = pid << 40.
 _LAST_ID = "max(coalesce((SELECT max(id) FROM records WHERE id BETWEEN ?1 AND ?1 + 1099511627775), ?1), ?1 + p.base_offset)"
 
-# Optional columns a record may carry; the INSERT lists only those present,
-# because every bound parameter costs time on the hot path.
-_OPTIONAL = ("fmt", "key", "headers", "producer")
+
+# One statement in autocommit: SQLite takes the write lock before it reads
+# the last offset, so concurrent appenders never collide. No row is inserted
+# when the partition is gone (its topic was deleted).
+_APPEND_ONE = f"INSERT INTO records(id, ts, value, meta) SELECT {_LAST_ID} + 1, ?3, ?4, ?5 FROM partitions p WHERE p.id = ?2"
 
 
 def _now_ms() -> int:
@@ -107,6 +110,10 @@ class SQLiteStore:
                 self._retry_busy(lambda: conn.execute("PRAGMA journal_mode=WAL"))
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute("PRAGMA foreign_keys=OFF")
+            if not self.memory:
+                # Reads go through a memory map instead of read() calls and a
+                # copy into each connection's page cache.
+                conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
         except sqlite3.Error as e:
             raise StoreError(f"cannot open SQLite database {self.path!r}: {e}") from None
         return conn
@@ -312,103 +319,69 @@ class SQLiteStore:
 
     # records ---------------------------------------------------------------
 
+    def append_one(
+        self, topic: str, partition: int, timestamp: int, value: bytes | str, meta: bytes | None = None
+    ) -> int:
+        entry = self._pids.get(topic)
+        for attempt in (0, 1):
+            if entry is None or attempt or partition >= len(entry[1]):
+                pid = self._pid(topic, partition, refresh=attempt == 1)
+            else:
+                pid = entry[1][partition]
+            lo = pid << OFFSET_BITS
+            with self._lock:
+                if self._closed:
+                    raise StoreError("the store is closed")
+                try:
+                    cur = self._db.execute(_APPEND_ONE, (lo, pid, timestamp, value, meta))
+                except sqlite3.Error as e:
+                    raise StoreError(f"append to {topic!r}/{partition} failed: {e}") from None
+                if cur.rowcount == 1:
+                    return cur.lastrowid - lo
+            # The partition row is gone: the topic was deleted (and maybe
+            # recreated) by another process since we cached its pids.
+        raise UnknownTopic(f"topic {topic!r} does not exist")
+
     def append(
         self,
         topic: str,
         partition: int,
         timestamp: int,
         values: Sequence[bytes | str],
-        formats: Sequence[int | None] | None = None,
-        keys: Sequence[bytes | None] | None = None,
-        headers: Sequence[bytes | None] | None = None,
-        producer: str | None = None,
+        metas: Sequence[bytes | None] | None = None,
     ) -> int:
-        columns = {"fmt": formats, "key": keys, "headers": headers}
-        present = [
-            c for c in _OPTIONAL[:3] if columns[c] is not None and any(v is not None for v in columns[c])
-        ]
-        if producer is not None:
-            present.append("producer")
         n = len(values)
+        if metas is None:
+            sql = "INSERT INTO records(id, ts, value) VALUES (?, ?, ?)"
+            cols: list[Any] = [None, repeat(timestamp, n), values]
+        else:
+            sql = "INSERT INTO records(id, ts, value, meta) VALUES (?, ?, ?, ?)"
+            cols = [None, repeat(timestamp, n), values, metas]
         for attempt in (0, 1):
             pid = self._pid(topic, partition, refresh=attempt == 1)
             lo = pid << OFFSET_BITS
             try:
-                if n == 1:
-                    offset = self._append_one(lo, pid, timestamp, values[0], present, columns, producer)
-                else:
-                    offset = self._append_many(lo, pid, timestamp, values, present, columns, producer)
+                with self._write() as db:
+                    row = db.execute(
+                        f"SELECT {_LAST_ID} FROM partitions p WHERE p.id = ?2", (lo, pid)
+                    ).fetchone()
+                    if row is not None:
+                        first = row[0] + 1
+                        cols[0] = range(first, first + n)
+                        db.executemany(sql, zip(*cols))
+                        return first - lo
             except sqlite3.Error as e:
                 raise StoreError(f"append to {topic!r}/{partition} failed: {e}") from None
-            if offset is not None:
-                return offset
-            # The partition row is gone: the topic was deleted (and maybe
-            # recreated) by another process since we cached its pids.
         raise UnknownTopic(f"topic {topic!r} does not exist")
 
-    def _append_one(
-        self, lo: int, pid: int, ts: int, value: Any, present: list[str], columns: dict, producer: str | None
-    ) -> int | None:
-        extra = [columns[c][0] if c != "producer" else producer for c in present]
-        names = "".join(", " + c for c in present)
-        marks = "".join(f", ?{i + 5}" for i in range(len(extra)))
-        sql = (
-            f"INSERT INTO records(id, ts, value{names}) "
-            f"SELECT {_LAST_ID} + 1, ?3, ?4{marks} FROM partitions p WHERE p.id = ?2"
-        )
-        with self._lock:
-            if self._closed:
-                raise StoreError("the store is closed")
-            # One statement in autocommit: SQLite takes the write lock before
-            # it reads the last offset, so concurrent appenders never collide.
-            cur = self._db.execute(sql, (lo, pid, ts, value, *extra))
-            if cur.rowcount != 1:
-                return None
-            return cur.lastrowid - lo
-
-    def _append_many(
-        self,
-        lo: int,
-        pid: int,
-        ts: int,
-        values: Sequence[Any],
-        present: list[str],
-        columns: dict,
-        producer: str | None,
-    ) -> int | None:
-        names = "".join(", " + c for c in present)
-        marks = ", ?" * len(present)
-        sql = f"INSERT INTO records(id, ts, value{names}) VALUES (?, ?, ?{marks})"
-        n = len(values)
-        with self._write() as db:
-            row = db.execute(f"SELECT {_LAST_ID} FROM partitions p WHERE p.id = ?2", (lo, pid)).fetchone()
-            if row is None:
-                return None
-            first = row[0] + 1
-            cols: list[Any] = [range(first, first + n), repeat(ts, n), values]
-            for c in present:
-                cols.append(repeat(producer, n) if c == "producer" else columns[c])
-            db.executemany(sql, zip(*cols))
-        return first - lo
-
-    def read(
-        self,
-        topic: str,
-        partition: int,
-        after: int,
-        limit: int,
-        exclude_producer: str | None = None,
-    ) -> list[tuple]:
+    def read(self, topic: str, partition: int, after: int, limit: int) -> list[tuple]:
         pid = self._pid(topic, partition)
         lo = pid << OFFSET_BITS
-        sql = "SELECT id - ?1, ts, value, key, headers, producer, fmt FROM records WHERE id > ?2 AND id < ?3"
-        params: tuple = (lo, lo + after, lo + OFFSET_SPAN)
-        if exclude_producer is not None:
-            sql += " AND (producer IS NULL OR producer <> ?5)"
-        sql += " ORDER BY id LIMIT ?4"
-        params += (limit,) if exclude_producer is None else (limit, exclude_producer)
         with self._read() as conn:
-            rows = conn.execute(sql, params).fetchall()
+            rows = conn.execute(
+                "SELECT id - ?1, ts, value, meta FROM records WHERE id > ?2 AND id < ?3 ORDER BY id LIMIT ?4",
+                (lo, lo + after, lo + OFFSET_SPAN, limit),
+            ).fetchall()
         if not rows:
             # An idle read is the moment to notice a topic deleted elsewhere.
             self._pid(topic, partition, refresh=True)

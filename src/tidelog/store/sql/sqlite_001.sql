@@ -24,13 +24,10 @@ CREATE TABLE partitions (
 );
 
 CREATE TABLE records (
-    id       INTEGER PRIMARY KEY,   -- pid << 40 | offset
-    ts       INTEGER NOT NULL,      -- ms since epoch
-    value    BLOB NOT NULL,         -- BLOB for bytes, TEXT for text and JSON
-    key      BLOB,
-    headers  BLOB,
-    producer TEXT,
-    fmt      INTEGER                -- 1 = plain text; NULL otherwise
+    id    INTEGER PRIMARY KEY,   -- pid << 40 | offset
+    ts    INTEGER NOT NULL,      -- ms since epoch
+    value BLOB NOT NULL,         -- BLOB for bytes, TEXT for text and JSON
+    meta  BLOB                   -- key, headers, producer, text marker (records.py); NULL when none
 );
 
 CREATE TABLE groups (
