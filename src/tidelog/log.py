@@ -10,7 +10,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .config import MAX_PARTITIONS, TopicConfig, check_int, check_name
 from .errors import (
@@ -31,7 +31,7 @@ from .records import (
     encode_value,
     make_messages,
 )
-from .store.base import GroupOffset, PartitionInfo, Store, TopicInfo
+from .store.base import AppendBatch, GroupOffset, PartitionInfo, Store, TopicInfo
 
 DEFAULT_BATCH = 100
 
@@ -163,6 +163,19 @@ class Log:
     def producer(self, id: str | None = None) -> Producer:
         return Producer(self, id)
 
+    def write(self, batches: list[Prepared]) -> list[BatchSent]:
+        """Commit prepared batches in one transaction (group commit).
+
+        All or nothing; each batch gets consecutive offsets in its partition.
+        """
+        if not batches:
+            return []
+        ts = self.clock()
+        firsts = self.store.append_many(
+            [AppendBatch(b.topic, b.partition, ts, b.values, b.metas) for b in batches]
+        )
+        return [BatchSent(b.topic, b.partition, f, len(b.values), ts) for b, f in zip(batches, firsts)]
+
     # reading -----------------------------------------------------------------
 
     def read(self, topic: str, partition: int, after: int = 0, limit: int = DEFAULT_BATCH) -> list[Message]:
@@ -253,6 +266,22 @@ class Producer:
         Items may be plain values or `NewRecord`s carrying their own key and
         headers; `key` and `headers` apply to items that carry none.
         """
+        return self.log.write([self.prepare(topic, values, key=key, partition=partition, headers=headers)])[0]
+
+    def prepare(
+        self,
+        topic: str,
+        values: Iterable[Any],
+        *,
+        key: Any = None,
+        partition: int | None = None,
+        headers: Any = None,
+    ) -> Prepared:
+        """Validate and encode a batch without writing it (see `Log.write`).
+
+        Every bad-input error is raised here, so a server can refuse one
+        request and still commit the others of a group commit.
+        """
         if topic not in _checked_names:
             _remember_name(topic)
         values = values if isinstance(values, list) else list(values)
@@ -267,9 +296,16 @@ class Producer:
         if max(map(len, stored)) > max_bytes >> 2 or metas is not None:
             for i, value in enumerate(stored):
                 _check_size(topic, max_bytes, i, value, None if metas is None else metas[i])
-        ts = self.log.clock()
-        first = self.log.store.append(topic, partition, ts, stored, metas)
-        return BatchSent(topic, partition, first, len(stored), ts)
+        return Prepared(topic, partition, stored, metas)
+
+
+class Prepared(NamedTuple):
+    """An encoded batch for one partition, ready for `Log.write`."""
+
+    topic: str
+    partition: int
+    values: list
+    metas: list | None
 
 
 def _remember_name(topic: Any) -> None:
@@ -424,4 +460,4 @@ class Consumer:
         self._position[(topic, partition)] = offset
 
 
-__all__ = ["Consumer", "Log", "NewRecord", "Producer", "TopicDescription", "partition_for_key"]
+__all__ = ["Consumer", "Log", "NewRecord", "Prepared", "Producer", "TopicDescription", "partition_for_key"]

@@ -254,3 +254,41 @@ def test_messages_are_comparable_and_picklable(log):
     assert ma != mb  # same offset and payload, other topic
     clone = pickle.loads(pickle.dumps(ma))
     assert clone == ma and clone.topic == "a" and clone.data == b"x"
+
+
+def test_group_commit_writes_several_batches_at_once(log):
+    log.create_topic("a", partitions=2)
+    producer = log.producer()
+    producer.send("a", b"x", partition=1)
+    prepared = [
+        producer.prepare("a", [b"1", b"2"], partition=0),
+        producer.prepare("a", [{"n": 3}], partition=1),
+        producer.prepare("b", ["text"], partition=0),
+        producer.prepare("a", [b"4"], partition=0),
+    ]
+    sent = log.write(prepared)
+    assert [(s.topic, s.partition, s.first_offset, s.count) for s in sent] == [
+        ("a", 0, 1, 2),
+        ("a", 1, 2, 1),
+        ("b", 0, 1, 1),
+        ("a", 0, 3, 1),
+    ]
+    assert len({s.timestamp for s in sent}) == 1
+    assert [m.value for m in log.read("a", 0)] == [b"1", b"2", b"4"]
+
+
+def test_group_commit_is_all_or_nothing(store, log):
+    producer = log.producer()
+    log.create_topic("keep", partitions=1)
+    log.create_topic("doomed", partitions=1)
+    prepared = [producer.prepare("keep", [b"1"]), producer.prepare("doomed", [b"2"])]
+    other = store.open()
+    try:
+        other.delete_topic("doomed")
+    finally:
+        other.close()
+    before = snapshot(log)
+    with pytest.raises(tidelog.UnknownTopic, match="doomed"):
+        log.write(prepared)
+    assert snapshot(log) == before
+    assert log.read("keep", 0) == []

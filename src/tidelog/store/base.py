@@ -15,7 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
+
+
+class AppendBatch(NamedTuple):
+    """Records for one partition, encoded as `tidelog.records` does."""
+
+    topic: str
+    partition: int
+    timestamp: int
+    values: Sequence[bytes | str]
+    metas: Sequence[bytes | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,13 @@ class Store(Protocol):
         """Append records atomically with consecutive offsets; return the first.
 
         `metas` None means no record has a meta blob. Returns only after commit.
+        """
+
+    def append_many(self, batches: Sequence[AppendBatch]) -> list[int]:
+        """Append several batches in one transaction (group commit).
+
+        All or nothing: returns the first offset of each batch, or raises and
+        writes none of them.
         """
 
     def read(self, topic: str, partition: int, after: int, limit: int) -> list[tuple]:

@@ -28,7 +28,7 @@ from ..errors import (
     UnknownTopic,
 )
 from . import schema
-from .base import GroupOffset, PartitionInfo, TopicInfo
+from .base import AppendBatch, GroupOffset, PartitionInfo, TopicInfo
 
 OFFSET_BITS = 40
 OFFSET_SPAN = 1 << OFFSET_BITS
@@ -70,6 +70,10 @@ def path_from_url(url: str) -> str:
             raise ConfigurationError(f"bad SQLite URL {url!r}: use sqlite:///path/to/file.db")
         return rest[1:] or ":memory:"
     return url
+
+
+class _PartitionGone(Exception):
+    """A cached partition id no longer exists (its topic was deleted)."""
 
 
 class SQLiteStore:
@@ -350,29 +354,48 @@ class SQLiteStore:
         values: Sequence[bytes | str],
         metas: Sequence[bytes | None] | None = None,
     ) -> int:
-        n = len(values)
-        if metas is None:
-            sql = "INSERT INTO records(id, ts, value) VALUES (?, ?, ?)"
-            cols: list[Any] = [None, repeat(timestamp, n), values]
-        else:
-            sql = "INSERT INTO records(id, ts, value, meta) VALUES (?, ?, ?, ?)"
-            cols = [None, repeat(timestamp, n), values, metas]
+        return self.append_many([AppendBatch(topic, partition, timestamp, values, metas)])[0]
+
+    def append_many(self, batches: Sequence[AppendBatch]) -> list[int]:
+        gone = batches[0]
         for attempt in (0, 1):
-            pid = self._pid(topic, partition, refresh=attempt == 1)
-            lo = pid << OFFSET_BITS
+            pids = [self._pid(b.topic, b.partition, refresh=attempt == 1) for b in batches]
             try:
                 with self._write() as db:
-                    row = db.execute(
-                        f"SELECT {_LAST_ID} FROM partitions p WHERE p.id = ?2", (lo, pid)
-                    ).fetchone()
-                    if row is not None:
-                        first = row[0] + 1
-                        cols[0] = range(first, first + n)
-                        db.executemany(sql, zip(*cols))
-                        return first - lo
+                    firsts = []
+                    for batch, pid in zip(batches, pids):
+                        first = self._append_in(db, pid, batch)
+                        if first is None:
+                            gone = batch
+                            raise _PartitionGone  # rolls the whole transaction back
+                        firsts.append(first)
+                return firsts
+            except _PartitionGone:
+                continue  # our cached pids were stale: look them up again once
             except sqlite3.Error as e:
-                raise StoreError(f"append to {topic!r}/{partition} failed: {e}") from None
-        raise UnknownTopic(f"topic {topic!r} does not exist")
+                raise StoreError(f"append failed: {e}") from None
+        raise UnknownTopic(f"topic {gone.topic!r} does not exist")
+
+    @staticmethod
+    def _append_in(db: sqlite3.Connection, pid: int, batch: AppendBatch) -> int | None:
+        lo = pid << OFFSET_BITS
+        row = db.execute(f"SELECT {_LAST_ID} FROM partitions p WHERE p.id = ?2", (lo, pid)).fetchone()
+        if row is None:
+            return None
+        first = row[0] + 1
+        n = len(batch.values)
+        ids = range(first, first + n)
+        if batch.metas is None:
+            db.executemany(
+                "INSERT INTO records(id, ts, value) VALUES (?, ?, ?)",
+                zip(ids, repeat(batch.timestamp, n), batch.values),
+            )
+        else:
+            db.executemany(
+                "INSERT INTO records(id, ts, value, meta) VALUES (?, ?, ?, ?)",
+                zip(ids, repeat(batch.timestamp, n), batch.values, batch.metas),
+            )
+        return first - lo
 
     def read(self, topic: str, partition: int, after: int, limit: int) -> list[tuple]:
         pid = self._pid(topic, partition)
