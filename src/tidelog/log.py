@@ -19,6 +19,7 @@ from .errors import (
     TopicConflict,
     UnknownTopic,
 )
+from .notify import AppendNotifier, Listener
 from .partitioner import partition_for_key
 from .records import (
     BatchSent,
@@ -75,6 +76,7 @@ class Log:
         # name -> (partition count, max_message_bytes). Partitions only grow,
         # so a stale count is refreshed when a partition looks missing.
         self._meta: dict[str, tuple[int, int]] = {}
+        self.notifier = AppendNotifier(store)
 
     # lifecycle -------------------------------------------------------------
 
@@ -174,7 +176,34 @@ class Log:
         firsts = self.store.append_many(
             [AppendBatch(b.topic, b.partition, ts, b.values, b.metas) for b in batches]
         )
-        return [BatchSent(b.topic, b.partition, f, len(b.values), ts) for b, f in zip(batches, firsts)]
+        sent = [BatchSent(b.topic, b.partition, f, len(b.values), ts) for b, f in zip(batches, firsts)]
+        for s in sent:
+            self.notifier.notify(s.topic, s.partition, s.last_offset)
+        return sent
+
+    def listen(self, listener: Listener) -> Callable[[], None]:
+        """Call `listener(topic, partition, last_offset)` after appends.
+
+        Appends by other processes arrive with all three None ("look
+        again"). Listeners run on the appending thread: keep them short.
+        Returns the function that stops the listener.
+        """
+        return self.notifier.listen(listener)
+
+    def wait_for_records(self, topic: str, partition: int, after: int, timeout: float) -> bool:
+        """Block until the partition holds a record past `after`, or `timeout`
+        seconds pass; True when there is one. Wakes on the append, not on a tick."""
+        check_name("topic", topic)
+        check_int("partition", partition, 0)
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            seen = self.notifier.version()
+            if self.store.read(topic, partition, after, 1):
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.notifier.wait(seen, left)
 
     # reading -----------------------------------------------------------------
 
@@ -250,6 +279,7 @@ class Producer:
             _check_size(topic, max_bytes, 0, stored, meta)
         ts = self.log.clock()
         offset = self.log.store.append_one(topic, partition, ts, stored, meta)
+        self.log.notifier.notify(topic, partition, offset)
         return Sent(topic, partition, offset, ts)
 
     def send_batch(

@@ -112,3 +112,42 @@ def test_bad_group_and_partition_input(filled):
     with pytest.raises(tidelog.InvalidRequest):
         consumer.fetch("orders", 0, max_messages=0)
     assert snapshot(filled) == before
+
+
+def test_wait_for_records_wakes_on_append(store, log):
+    import threading
+    import time
+
+    log.create_topic("w", partitions=1)
+    assert log.wait_for_records("w", 0, 0, timeout=0.05) is False
+
+    def later() -> None:
+        time.sleep(0.2)
+        log.producer().send("w", b"x")
+
+    threading.Thread(target=later).start()
+    start = time.monotonic()
+    assert log.wait_for_records("w", 0, 0, timeout=10) is True
+    assert time.monotonic() - start < 5
+
+
+def test_wait_sees_appends_from_another_handle(store, log):
+    import threading
+    import time
+
+    log.create_topic("w", partitions=1)
+    other = store.open()
+    heard: list[tuple] = []
+    stop = log.listen(lambda *args: heard.append(args))
+
+    def later() -> None:
+        time.sleep(0.2)
+        other.producer().send("w", b"x")
+
+    threading.Thread(target=later).start()
+    try:
+        assert log.wait_for_records("w", 0, 0, timeout=10) is True
+    finally:
+        stop()
+        other.close()
+    assert heard  # the listener heard about it too

@@ -14,7 +14,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import repeat
 from typing import Any
@@ -34,6 +34,7 @@ OFFSET_BITS = 40
 OFFSET_SPAN = 1 << OFFSET_BITS
 BUSY_TIMEOUT_S = 60.0
 MMAP_BYTES = 1 << 30
+WATCH_TICK_S = 0.02  # how often appends by other processes are looked for
 
 # The last offset of a partition, computed in SQL from the row-id range and
 # the partition's base offset (what retention removed). ?1 = pid << 40.
@@ -183,6 +184,33 @@ class SQLiteStore:
                     for statement in _statements(sql):
                         db.execute(statement)
                     db.execute(f"PRAGMA user_version={int(version)}")
+
+    def watch(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` when another connection commits to the file.
+
+        SQLite has no cross-process notification, so a daemon thread reads
+        `PRAGMA data_version` on a short tick; appends made through this
+        process's Log wake waiters directly and do not wait for it.
+        """
+        if self.memory:
+            return  # nobody else can write to a private in-memory database
+        conn = self._connect()
+        with self._lock:
+            self._readers.append(conn)
+
+        def poll() -> None:
+            last = None
+            while not self._closed:
+                try:
+                    version = conn.execute("PRAGMA data_version").fetchone()[0]
+                except sqlite3.Error:
+                    return  # closed under us
+                if last is not None and version != last:
+                    callback()
+                last = version
+                time.sleep(WATCH_TICK_S)
+
+        threading.Thread(target=poll, name="tidelog-sqlite-watch", daemon=True).start()
 
     def close(self) -> None:
         with self._lock:
