@@ -31,7 +31,7 @@ from .errors import (
     UnknownPartition,
     UnknownTopic,
 )
-from .log import Consumer, Log, NewRecord, Producer, TopicDescription
+from .log import Consumer, GroupLag, Log, NewRecord, Prepared, Producer, TopicDescription
 from .records import BatchSent, Message, Sent
 from .store import GroupOffset, PartitionInfo, TopicInfo, open_store
 
@@ -63,6 +63,7 @@ __all__ = [
     "Conflict",
     "Consumer",
     "GroupError",
+    "GroupLag",
     "GroupOffset",
     "InvalidName",
     "InvalidRequest",
@@ -76,6 +77,7 @@ __all__ = [
     "NotFound",
     "OffsetOutOfRange",
     "PartitionInfo",
+    "Prepared",
     "Producer",
     "Sent",
     "StaleGeneration",

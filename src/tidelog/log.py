@@ -54,6 +54,15 @@ class NewRecord:
     headers: Any = None
 
 
+class GroupLag(NamedTuple):
+    group: str
+    topic: str
+    partition: int
+    committed: int
+    last_offset: int
+    lag: int
+
+
 @dataclass(frozen=True)
 class TopicDescription:
     name: str
@@ -228,6 +237,29 @@ class Log:
         """A group's committed offset on every partition it committed on."""
         check_name("group", group)
         return self.store.group_offsets(group)
+
+    def describe_group(self, group: str, topics: Iterable[str] | None = None) -> list[GroupLag]:
+        """Committed offset, end offset and lag per partition of a group.
+
+        Covers every partition of the topics the group committed on, plus
+        `topics` if given (partitions never committed show committed 0).
+        """
+        check_name("group", group)
+        committed = {(o.topic, o.partition): o.committed for o in self.store.group_offsets(group)}
+        names = sorted({t for t, _ in committed} | set(topics or ()))
+        out = []
+        for name in names:
+            check_name("topic", name)
+            try:
+                parts = self.store.partitions(name)
+            except UnknownTopic:
+                continue
+            for p in parts:
+                done = committed.get((name, p.partition), 0)
+                out.append(
+                    GroupLag(group, name, p.partition, done, p.last_offset, max(0, p.last_offset - done))
+                )
+        return out
 
 
 class Producer:

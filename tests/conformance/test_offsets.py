@@ -151,3 +151,14 @@ def test_wait_sees_appends_from_another_handle(store, log):
         stop()
         other.close()
     assert heard  # the listener heard about it too
+
+
+def test_describe_group_reports_lag(filled):
+    filled.consumer("g").commit("orders", 0, 4)
+    lags = filled.describe_group("g")
+    assert [(x.topic, x.partition, x.committed, x.last_offset, x.lag) for x in lags] == [
+        ("orders", 0, 4, 10, 6),
+        ("orders", 1, 0, 0, 0),
+    ]
+    assert filled.describe_group("nobody") == []
+    assert [x.lag for x in filled.describe_group("nobody", topics=["orders"])] == [10, 0]
