@@ -32,6 +32,7 @@ from .errors import (
     UnknownTopic,
 )
 from .log import Consumer, GroupLag, Log, NewRecord, Prepared, Producer, TopicDescription
+from .queues import Delivery, Queue
 from .records import BatchSent, Message, Sent
 from .store import GroupOffset, PartitionInfo, TopicInfo, open_store
 
@@ -62,6 +63,7 @@ __all__ = [
     "ConfigurationError",
     "Conflict",
     "Consumer",
+    "Delivery",
     "GroupError",
     "GroupLag",
     "GroupOffset",
@@ -79,6 +81,7 @@ __all__ = [
     "PartitionInfo",
     "Prepared",
     "Producer",
+    "Queue",
     "Sent",
     "StaleGeneration",
     "StoreError",

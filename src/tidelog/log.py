@@ -10,7 +10,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .config import MAX_PARTITIONS, TopicConfig, check_int, check_name
 from .errors import (
@@ -20,6 +20,9 @@ from .errors import (
     UnknownTopic,
 )
 from .notify import AppendNotifier, Listener
+
+if TYPE_CHECKING:
+    from .queues import Queue
 from .partitioner import partition_for_key
 from .records import (
     BatchSent,
@@ -229,6 +232,17 @@ class Log:
         check_name("group", group)
         self.store.ensure_group(group, "stream")
         return Consumer(self, group)
+
+    def queue(self, topic: str, group: str | None = None, **options: Any) -> Queue:
+        """A queue group handle on `topic` (group defaults to the topic's name).
+
+        Options: visibility_timeout (s, default 30), max_deliveries (default
+        5), dead_letter (default "<topic>.dlq"), start ("earliest" or
+        "latest"). A missing topic is created, as a send does.
+        """
+        from .queues import Queue
+
+        return Queue(self, topic, group, **options)
 
     def groups(self) -> list[str]:
         return self.store.groups()

@@ -28,6 +28,27 @@ class AppendBatch(NamedTuple):
     metas: Sequence[bytes | None] | None = None
 
 
+class Leased(NamedTuple):
+    """A record a queue group handed out, with its lease."""
+
+    partition: int
+    offset: int
+    timestamp: int
+    value: bytes | str
+    meta: bytes | None
+    delivery_count: int
+    receipt: str
+    deadline: int  # ms since epoch
+
+
+class QueueStats(NamedTuple):
+    available: int
+    in_flight: int
+    delayed: int
+    dead_lettered: int
+    oldest_available_age_ms: int
+
+
 @dataclass(frozen=True)
 class TopicInfo:
     name: str
@@ -118,5 +139,49 @@ class Store(Protocol):
     def group_offsets(self, group: str) -> list[GroupOffset]: ...
 
     def groups(self) -> list[str]: ...
+
+    # queue groups (mechanics only; the policy lives in tidelog.queues)
+    def queue_open(
+        self, group: str, topic: str, config: dict[str, Any], start: str, now: int
+    ) -> dict[str, Any]:
+        """Register a queue group on a topic (first use stores `config` and
+        starts at the first record, or the end when start == "latest");
+        returns the stored config."""
+
+    def queue_receive(
+        self,
+        group: str,
+        topic: str,
+        now: int,
+        limit: int,
+        lease_ms: int,
+        due_of: Any,
+        new_receipt: Any,
+    ) -> tuple[list[Leased], int | None]:
+        """Lease up to `limit` records whose due time has come, oldest due
+        first (then offset): new records (due = `due_of(timestamp, meta)`),
+        released ones and expired leases. Returns the leases and the next due
+        time of anything still waiting (None when nothing waits)."""
+
+    def queue_ack(self, group: str, topic: str, partition: int, offset: int, receipt: str) -> None:
+        """Finish a record; a record already done is a no-op; a receipt that
+        is not the current lease raises LeaseLost."""
+
+    def queue_extend(
+        self, group: str, topic: str, partition: int, offset: int, receipt: str, deadline: int
+    ) -> None: ...
+
+    def queue_release(
+        self, group: str, topic: str, partition: int, offset: int, receipt: str, due: int
+    ) -> None:
+        """End a lease without finishing: the record is due again at `due`."""
+
+    def queue_dead_letter(
+        self, group: str, topic: str, partition: int, offset: int, receipt: str, dead_letter: AppendBatch
+    ) -> int:
+        """Atomically finish a leased record and append `dead_letter` (one
+        record) to its topic; returns the dead-letter offset."""
+
+    def queue_stats(self, group: str, topic: str, now: int, due_of: Any) -> QueueStats: ...
 
     def close(self) -> None: ...

@@ -29,6 +29,7 @@ from ..errors import (
 )
 from . import schema
 from .base import AppendBatch, GroupOffset, PartitionInfo, TopicInfo
+from .sqlite_queues import SQLiteQueues
 
 OFFSET_BITS = 40
 OFFSET_SPAN = 1 << OFFSET_BITS
@@ -77,7 +78,7 @@ class _PartitionGone(Exception):
     """A cached partition id no longer exists (its topic was deleted)."""
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteQueues):
     """Store protocol on one SQLite file (or :memory:)."""
 
     dialect = "sqlite"
@@ -324,6 +325,11 @@ class SQLiteStore:
                 lo = pid << OFFSET_BITS
                 db.execute("DELETE FROM records WHERE id BETWEEN ? AND ?", (lo, lo + OFFSET_SPAN - 1))
                 db.execute("DELETE FROM offsets WHERE pid = ?", (pid,))
+                db.execute("DELETE FROM queue_cursors WHERE pid = ?", (pid,))
+                db.execute(
+                    "DELETE FROM queue_state WHERE grp IN (SELECT grp FROM queue_groups) AND pid = ?", (pid,)
+                )
+            db.execute("DELETE FROM queue_groups WHERE topic_id = ?", (row[0],))
             db.execute("DELETE FROM partitions WHERE topic_id = ?", (row[0],))
             db.execute("DELETE FROM topics WHERE id = ?", (row[0],))
             self._pids.pop(name, None)

@@ -1,0 +1,314 @@
+"""Queue groups: competing consumers with leases, as SQS and Kafka's share groups.
+
+Any member may take any record; each record is leased for a visibility
+timeout and then acked, released (nack), delayed or dead-lettered. Progress
+is per record. Records are handed out oldest-available first (available
+time, then offset): a nack puts a record at the front, `back=True` behind
+the records waiting now, `delay=` schedules it.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .config import check_name
+from .errors import InvalidRequest
+from .records import (
+    Headers,
+    Message,
+    decode_headers,
+    decode_meta,
+    encode_headers,
+    encode_meta,
+    make_message,
+)
+from .store.base import AppendBatch, Leased, QueueStats
+
+if TYPE_CHECKING:
+    from .log import Log
+
+# Header carrying a send's delay: queue groups do not deliver the record
+# before this time (ms since epoch); stream groups see it at once.
+DELIVER_AT = "tidelog-deliver-at"
+MAX_VISIBILITY_S = 12 * 3600
+DEFAULT_VISIBILITY_S = 30.0
+DEFAULT_MAX_DELIVERIES = 5
+MAX_RECEIVE = 10_000
+
+
+def _seconds(what: str, value: Any, maximum: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise InvalidRequest(f"{what} must be a number of seconds, not {value!r}")
+    if value < 0:
+        raise InvalidRequest(f"{what} must not be negative, got {value}")
+    if maximum is not None and value > maximum:
+        raise InvalidRequest(f"{what} must be at most {maximum:g} seconds, got {value}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class QueueOptions:
+    """A queue handle's settings, validated when the handle is made."""
+
+    visibility_timeout: float = DEFAULT_VISIBILITY_S
+    max_deliveries: int = DEFAULT_MAX_DELIVERIES
+    dead_letter: str | None = None
+    start: str = "earliest"
+
+    def validate(self, topic: str) -> QueueOptions:
+        _seconds("visibility_timeout", self.visibility_timeout, MAX_VISIBILITY_S)
+        if self.visibility_timeout == 0:
+            raise InvalidRequest("visibility_timeout must be more than 0 seconds")
+        md = self.max_deliveries
+        if isinstance(md, bool) or not isinstance(md, int) or md < 1:
+            raise InvalidRequest(f"max_deliveries must be an integer >= 1, got {md!r}")
+        if self.dead_letter is not None:
+            check_name("dead-letter topic", self.dead_letter)
+            if self.dead_letter == topic:
+                raise InvalidRequest("the dead-letter topic must differ from the topic it serves")
+        if self.start not in ("earliest", "latest"):
+            raise InvalidRequest(f"start must be 'earliest' or 'latest', got {self.start!r}")
+        return self
+
+
+class Delivery(NamedTuple):
+    """One delivery of a record to a queue group member."""
+
+    message: Message
+    delivery_count: int
+    receipt: str
+    lease_deadline: int  # ms since epoch
+
+    @property
+    def topic(self) -> str:
+        return self.message.topic
+
+    @property
+    def partition(self) -> int:
+        return self.message.partition
+
+    @property
+    def offset(self) -> int:
+        return self.message[0]
+
+    @property
+    def timestamp(self) -> int:
+        return self.message[1]
+
+    @property
+    def value(self) -> bytes:
+        return self.message.value
+
+    @property
+    def data(self) -> Any:
+        return self.message.data
+
+    @property
+    def key(self) -> bytes | None:
+        return self.message.key
+
+    @property
+    def headers(self) -> Headers:
+        return self.message.headers
+
+
+def _due_of(timestamp: int, meta: bytes | None) -> int:
+    """When a new record becomes available to queue groups."""
+    headers = decode_meta(meta)[2]
+    if headers:
+        for name, value in decode_headers(headers):
+            if name == DELIVER_AT:
+                try:
+                    return max(timestamp, int(value))
+                except ValueError:
+                    break
+    return timestamp
+
+
+def _new_receipt() -> str:
+    return secrets.token_hex(12)
+
+
+class Queue:
+    """A handle on a queue group of a topic. Thread-safe."""
+
+    def __init__(self, log: Log, topic: str, group: str | None = None, **options: Any):
+        check_name("topic", topic)
+        self.group = check_name("group", group if group is not None else topic)
+        self.log = log
+        self.topic = topic
+        opts = QueueOptions(**options).validate(topic)
+        self.visibility_timeout = opts.visibility_timeout
+        log._topic_meta(topic, create=True)
+        stored = log.store.queue_open(
+            self.group,
+            topic,
+            {"max_deliveries": opts.max_deliveries, "dead_letter": opts.dead_letter or f"{topic}.dlq"},
+            opts.start,
+            log.clock(),
+        )
+        # Group settings are stored on first use; later handles take them.
+        self.max_deliveries: int = stored["max_deliveries"]
+        self.dead_letter: str = stored["dead_letter"]
+
+    # sending -------------------------------------------------------------------
+
+    def _delay_headers(self, headers: Any, delay: float) -> Any:
+        delay = _seconds("delay", delay)
+        if not delay:
+            return headers
+        pairs = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
+        pairs.append((DELIVER_AT, str(self.log.clock() + int(delay * 1000))))
+        return pairs
+
+    def send(
+        self,
+        value: Any,
+        *,
+        key: Any = None,
+        headers: Any = None,
+        delay: float = 0,
+        partition: int | None = None,
+    ):
+        """Send a record; with `delay` queue groups do not deliver it before then."""
+        headers = self._delay_headers(headers, delay)
+        return self.log.producer().send(self.topic, value, key=key, headers=headers, partition=partition)
+
+    def send_batch(
+        self,
+        values: list[Any],
+        *,
+        key: Any = None,
+        headers: Any = None,
+        delay: float = 0,
+        partition: int | None = None,
+    ):
+        headers = self._delay_headers(headers, delay)
+        return self.log.producer().send_batch(
+            self.topic, values, key=key, headers=headers, partition=partition
+        )
+
+    # receiving -----------------------------------------------------------------
+
+    def receive(
+        self, max_messages: int = 1, wait: float = 0, visibility_timeout: float | None = None
+    ) -> list[Delivery]:
+        """Lease up to `max_messages` records; wait up to `wait` seconds for one."""
+        if (
+            isinstance(max_messages, bool)
+            or not isinstance(max_messages, int)
+            or not 1 <= max_messages <= MAX_RECEIVE
+        ):
+            raise InvalidRequest(
+                f"max_messages must be an integer from 1 to {MAX_RECEIVE}, got {max_messages!r}"
+            )
+        wait = _seconds("wait", wait, 3600)
+        visibility = self.visibility_timeout
+        if visibility_timeout is not None:
+            visibility = _seconds("visibility_timeout", visibility_timeout, MAX_VISIBILITY_S)
+            if visibility == 0:
+                raise InvalidRequest("visibility_timeout must be more than 0 seconds")
+        deadline = time.monotonic() + wait
+        notifier = self.log.notifier
+        while True:
+            seen = notifier.version()
+            got, next_due = self._receive_once(max_messages, int(visibility * 1000))
+            left = deadline - time.monotonic()
+            if got or left <= 0:
+                return got
+            # Wake on an append, or when a delayed or leased record falls due.
+            pause = left
+            if next_due is not None:
+                pause = min(pause, max(0.001, (next_due - self.log.clock()) / 1000))
+            notifier.wait(seen, pause)
+
+    def _receive_once(self, limit: int, lease_ms: int) -> tuple[list[Delivery], int | None]:
+        leased, next_due = self.log.store.queue_receive(
+            self.group, self.topic, self.log.clock(), limit, lease_ms, _due_of, _new_receipt
+        )
+        out = []
+        for lease in leased:
+            if lease.delivery_count > self.max_deliveries:
+                # Delivered max_deliveries times already and never acked.
+                delivered = lease._replace(delivery_count=lease.delivery_count - 1)
+                self._dead_letter(delivered, f"max deliveries ({self.max_deliveries}) reached")
+                continue
+            out.append(self._delivery(lease))
+        return out, next_due
+
+    def _delivery(self, lease: Leased) -> Delivery:
+        msg = make_message(
+            self.topic, lease.partition, (lease.offset, lease.timestamp, lease.value, lease.meta)
+        )
+        return Delivery(msg, lease.delivery_count, lease.receipt, lease.deadline)
+
+    # settling ------------------------------------------------------------------
+
+    def _check(self, d: Delivery) -> Delivery:
+        if not isinstance(d, Delivery):
+            raise InvalidRequest(f"expected a Delivery from receive(), not {type(d).__name__}")
+        if d.topic != self.topic:
+            raise InvalidRequest(f"delivery is from topic {d.topic!r}, not {self.topic!r}")
+        return d
+
+    def ack(self, d: Delivery) -> None:
+        """Done: never delivered to this group again. Acking twice is a no-op."""
+        self._check(d)
+        self.log.store.queue_ack(self.group, self.topic, d.partition, d.offset, d.receipt)
+
+    def extend(self, d: Delivery, seconds: float) -> Delivery:
+        """Push the lease deadline out to `seconds` from now."""
+        self._check(d)
+        seconds = _seconds("extend", seconds, MAX_VISIBILITY_S)
+        deadline = self.log.clock() + int(seconds * 1000)
+        self.log.store.queue_extend(self.group, self.topic, d.partition, d.offset, d.receipt, deadline)
+        return d._replace(lease_deadline=deadline)
+
+    def nack(self, d: Delivery, *, back: bool = False, delay: float | None = None) -> None:
+        """Make the record available again: at the front (default), behind the
+        records waiting now (`back=True`), or after `delay` seconds."""
+        self._check(d)
+        now = self.log.clock()
+        if delay is not None:
+            due = now + int(_seconds("delay", delay, MAX_VISIBILITY_S) * 1000)
+        elif back:
+            due = now
+        else:
+            due = 0  # before anything else that is due
+        self.log.store.queue_release(self.group, self.topic, d.partition, d.offset, d.receipt, due)
+
+    def reject(self, d: Delivery, reason: str = "rejected") -> int:
+        """Move the record straight to the dead-letter topic; returns its offset there."""
+        self._check(d)
+        if not isinstance(reason, str):
+            raise InvalidRequest("reason must be a string")
+        lease = Leased(
+            d.partition, d.offset, d.timestamp, d.message[2], d.message[3], d.delivery_count, d.receipt, 0
+        )
+        return self._dead_letter(lease, reason)
+
+    def _dead_letter(self, lease: Leased, reason: str) -> int:
+        fmt, key, headers, producer = decode_meta(lease.meta)
+        pairs = decode_headers(headers)
+        pairs += [
+            ("tidelog-origin-topic", self.topic.encode()),
+            ("tidelog-origin-partition", str(lease.partition).encode()),
+            ("tidelog-origin-offset", str(lease.offset).encode()),
+            ("tidelog-delivery-count", str(lease.delivery_count).encode()),
+            ("tidelog-reason", reason.encode()),
+        ]
+        self.log._topic_meta(self.dead_letter, create=True)
+        meta = encode_meta(fmt, key, encode_headers(pairs), producer)
+        record = AppendBatch(self.dead_letter, 0, self.log.clock(), [lease.value], [meta])
+        offset = self.log.store.queue_dead_letter(
+            self.group, self.topic, lease.partition, lease.offset, lease.receipt, record
+        )
+        self.log.notifier.notify(self.dead_letter, 0, offset)
+        return offset
+
+    def stats(self) -> QueueStats:
+        """available, in_flight, delayed, dead_lettered, oldest_available_age_ms."""
+        return self.log.store.queue_stats(self.group, self.topic, self.log.clock(), _due_of)

@@ -1,0 +1,334 @@
+"""Queue groups on SQLite: leases, acks, releases and dead letters.
+
+The mechanics only; the policy (when to dead-letter, what a delay means, how
+receipts look) is the core's, in `tidelog.queues`. Every call is one
+transaction, so a record is never leased to two members at once, also across
+processes sharing the file.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import LeaseLost, UnknownTopic
+from .base import AppendBatch, Leased, QueueStats
+
+OFFSET_BITS = 40
+OFFSET_SPAN = 1 << OFFSET_BITS
+
+
+class SQLiteQueues:
+    """Mixed into SQLiteStore; uses its connections, lock and pid cache."""
+
+    _pid: Callable[..., int]
+    _pids: dict[str, tuple[int, tuple[int, ...]]]
+    _write: Any
+    _read: Any
+    _append_in: Any
+
+    def _all_pids(self, topic: str) -> tuple[int, tuple[int, ...]]:
+        self._pid(topic, 0, refresh=True)
+        return self._pids[topic]
+
+    def queue_open(
+        self, group: str, topic: str, config: dict[str, Any], start: str, now: int
+    ) -> dict[str, Any]:
+        topic_id, pids = self._all_pids(topic)
+        with self._write() as db:
+            row = db.execute(
+                "SELECT config FROM queue_groups WHERE grp = ? AND topic_id = ?", (group, topic_id)
+            ).fetchone()
+            if row is not None:
+                return json.loads(row[0])
+            db.execute(
+                "INSERT INTO queue_groups(grp, topic_id, config, created) VALUES (?, ?, ?, ?)",
+                (group, topic_id, json.dumps(config, sort_keys=True), now),
+            )
+            db.execute(
+                "INSERT OR IGNORE INTO groups(name, mode, config, created) VALUES (?, 'queue', '{}', ?)",
+                (group, now),
+            )
+            for pid in pids:
+                scanned = self._last_offset(db, pid) if start == "latest" else 0
+                db.execute(
+                    "INSERT OR REPLACE INTO queue_cursors(grp, pid, scanned) VALUES (?, ?, ?)",
+                    (group, pid, scanned),
+                )
+        return config
+
+    @staticmethod
+    def _last_offset(db: sqlite3.Connection, pid: int) -> int:
+        lo = pid << OFFSET_BITS
+        row = db.execute(
+            "SELECT max(coalesce((SELECT max(id) FROM records WHERE id BETWEEN ?1 AND ?1 + ?3), ?1), "
+            "?1 + p.base_offset) FROM partitions p WHERE p.id = ?2",
+            (lo, pid, OFFSET_SPAN - 1),
+        ).fetchone()
+        return (row[0] - lo) if row else 0
+
+    @staticmethod
+    def _scanned(db: sqlite3.Connection, group: str, pid: int) -> int:
+        row = db.execute(
+            "SELECT scanned FROM queue_cursors WHERE grp = ? AND pid = ?", (group, pid)
+        ).fetchone()
+        if row is not None:
+            return row[0]
+        # A partition added after the group started: read it from its start.
+        db.execute("INSERT INTO queue_cursors(grp, pid, scanned) VALUES (?, ?, 0)", (group, pid))
+        return 0
+
+    def queue_receive(
+        self,
+        group: str,
+        topic: str,
+        now: int,
+        limit: int,
+        lease_ms: int,
+        due_of: Callable[[int, bytes | None], int],
+        new_receipt: Callable[[], str],
+    ) -> tuple[list[Leased], int | None]:
+        _, pids = self._all_pids(topic) if topic not in self._pids else self._pids[topic]
+        deadline = now + lease_ms
+        with self._write() as db:
+            # candidates: (due, partition, offset, deliveries, record or None)
+            candidates: list[tuple] = []
+            fresh: dict[int, list[tuple]] = {}
+            for partition, pid in enumerate(pids):
+                for offset, due, deliveries in db.execute(
+                    "SELECT offset, due, deliveries FROM queue_state "
+                    "WHERE grp = ? AND pid = ? AND due <= ? ORDER BY due, offset LIMIT ?",
+                    (group, pid, now, limit),
+                ):
+                    candidates.append((due, partition, offset, deliveries, None))
+                scanned = self._scanned(db, group, pid)
+                lo = pid << OFFSET_BITS
+                rows = db.execute(
+                    "SELECT id - ?1, ts, value, meta FROM records WHERE id > ?2 AND id < ?3 ORDER BY id LIMIT ?4",
+                    (lo, lo + scanned, lo + OFFSET_SPAN, limit),
+                ).fetchall()
+                running = 0
+                marked = []
+                for row in rows:
+                    due = row[1] if row[3] is None else due_of(row[1], row[3])
+                    if due > now:
+                        marked.append((row[0], due, None))  # delayed: not yet deliverable
+                        continue
+                    running = max(running, due)
+                    marked.append((row[0], running, row))
+                    candidates.append((running, partition, row[0], 0, row))
+                fresh[partition] = marked
+            candidates.sort(key=lambda c: (c[0], c[1], c[2]))
+            taken = candidates[:limit]
+            chosen = {(c[1], c[2]) for c in taken}
+            out: list[Leased] = []
+            for _, partition, offset, deliveries, record in taken:
+                pid = pids[partition]
+                receipt = new_receipt()
+                if record is None:
+                    lo = pid << OFFSET_BITS
+                    record = db.execute(
+                        "SELECT id - ?1, ts, value, meta FROM records WHERE id = ?2", (lo, lo + offset)
+                    ).fetchone()
+                    if record is None:  # removed by retention meanwhile: nothing to deliver
+                        db.execute(
+                            "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ?",
+                            (group, pid, offset),
+                        )
+                        continue
+                    db.execute(
+                        "UPDATE queue_state SET due = ?, deliveries = deliveries + 1, receipt = ? "
+                        "WHERE grp = ? AND pid = ? AND offset = ?",
+                        (deadline, receipt, group, pid, offset),
+                    )
+                else:
+                    db.execute(
+                        "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt) VALUES (?, ?, ?, ?, 1, ?)",
+                        (group, pid, offset, deadline, receipt),
+                    )
+                out.append(
+                    Leased(
+                        partition, offset, record[1], record[2], record[3], deliveries + 1, receipt, deadline
+                    )
+                )
+            # Advance each cursor over the unbroken run of new records that
+            # were taken or are delayed (delayed ones wait in queue_state).
+            for partition, marked in fresh.items():
+                pid = pids[partition]
+                last = None
+                for offset, due, record in marked:
+                    if record is None:
+                        db.execute(
+                            "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt) "
+                            "VALUES (?, ?, ?, ?, 0, NULL)",
+                            (group, pid, offset, due),
+                        )
+                    elif (partition, offset) not in chosen:
+                        break
+                    last = offset
+                if last is not None:
+                    db.execute(
+                        "UPDATE queue_cursors SET scanned = ? WHERE grp = ? AND pid = ?", (last, group, pid)
+                    )
+            next_due = None
+            if len(out) < limit:
+                for pid in pids:
+                    row = db.execute(
+                        "SELECT min(due) FROM queue_state WHERE grp = ? AND pid = ? AND due > ?",
+                        (group, pid, now),
+                    ).fetchone()
+                    if row[0] is not None and (next_due is None or row[0] < next_due):
+                        next_due = row[0]
+        return out, next_due
+
+    def _lease_row(self, db: sqlite3.Connection, group: str, pid: int, offset: int) -> tuple | None:
+        return db.execute(
+            "SELECT receipt, deliveries FROM queue_state WHERE grp = ? AND pid = ? AND offset = ?",
+            (group, pid, offset),
+        ).fetchone()
+
+    def _lease_lost(
+        self, db: sqlite3.Connection, group: str, topic: str, partition: int, pid: int, offset: int
+    ) -> LeaseLost:
+        row = self._lease_row(db, group, pid, offset)
+        where = f"{topic!r}/{partition} offset {offset} in group {group!r}"
+        if row is None:
+            return LeaseLost(f"record {where} is already done (acked or dead-lettered)")
+        if row[0] is None:
+            return LeaseLost(f"the lease on {where} was released or expired; it will be delivered again")
+        return LeaseLost(
+            f"the lease on {where} expired and the record was delivered again (delivery {row[1]})"
+        )
+
+    def queue_ack(self, group: str, topic: str, partition: int, offset: int, receipt: str) -> None:
+        pid = self._pid(topic, partition)
+        with self._lock:  # type: ignore[attr-defined]
+            cur = self._db.execute(  # type: ignore[attr-defined]
+                "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?",
+                (group, pid, offset, receipt),
+            )
+            if cur.rowcount == 1:
+                return
+        with self._read() as conn:
+            row = self._lease_row(conn, group, pid, offset)
+            scanned_row = conn.execute(
+                "SELECT scanned FROM queue_cursors WHERE grp = ? AND pid = ?", (group, pid)
+            ).fetchone()
+        if row is None and scanned_row is not None and offset <= scanned_row[0]:
+            return  # done already: acking twice is a no-op
+        with self._read() as conn:
+            raise self._lease_lost(conn, group, topic, partition, pid, offset)
+
+    def _update_lease(
+        self, sql: str, params: tuple, group: str, topic: str, partition: int, offset: int
+    ) -> None:
+        pid = self._pid(topic, partition)
+        with self._write() as db:
+            cur = db.execute(sql, (*params, group, pid, offset))
+            if cur.rowcount != 1:
+                raise self._lease_lost(db, group, topic, partition, pid, offset)
+
+    def queue_extend(
+        self, group: str, topic: str, partition: int, offset: int, receipt: str, deadline: int
+    ) -> None:
+        self._update_lease(
+            "UPDATE queue_state SET due = ? WHERE receipt = ? AND grp = ? AND pid = ? AND offset = ?",
+            (deadline, receipt),
+            group,
+            topic,
+            partition,
+            offset,
+        )
+
+    def queue_release(
+        self, group: str, topic: str, partition: int, offset: int, receipt: str, due: int
+    ) -> None:
+        self._update_lease(
+            "UPDATE queue_state SET due = ?, receipt = NULL WHERE receipt = ? AND grp = ? AND pid = ? AND offset = ?",
+            (due, receipt),
+            group,
+            topic,
+            partition,
+            offset,
+        )
+
+    def queue_dead_letter(
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        receipt: str,
+        dead_letter: AppendBatch,
+    ) -> int:
+        pid = self._pid(topic, partition)
+        dlq_pid = self._pid(dead_letter.topic, dead_letter.partition)
+        topic_id = self._pids[topic][0]
+        with self._write() as db:
+            cur = db.execute(
+                "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?",
+                (group, pid, offset, receipt),
+            )
+            if cur.rowcount != 1:
+                raise self._lease_lost(db, group, topic, partition, pid, offset)
+            first = self._append_in(db, dlq_pid, dead_letter)
+            if first is None:
+                raise UnknownTopic(f"dead-letter topic {dead_letter.topic!r} does not exist")
+            db.execute(
+                "UPDATE queue_groups SET dead_lettered = dead_lettered + 1 WHERE grp = ? AND topic_id = ?",
+                (group, topic_id),
+            )
+        return first
+
+    def queue_stats(
+        self, group: str, topic: str, now: int, due_of: Callable[[int, bytes | None], int]
+    ) -> QueueStats:
+        topic_id, pids = self._all_pids(topic)
+        available = in_flight = delayed = 0
+        oldest: int | None = None
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT dead_lettered FROM queue_groups WHERE grp = ? AND topic_id = ?", (group, topic_id)
+            ).fetchone()
+            dead = row[0] if row else 0
+            for pid in pids:
+                lo = pid << OFFSET_BITS
+                for receipt, due in conn.execute(
+                    "SELECT receipt, due FROM queue_state WHERE grp = ? AND pid = ?", (group, pid)
+                ):
+                    if due <= now:
+                        available += 1
+                        oldest = due if oldest is None else min(oldest, due)
+                    elif receipt is None:
+                        delayed += 1
+                    else:
+                        in_flight += 1
+                srow = conn.execute(
+                    "SELECT scanned FROM queue_cursors WHERE grp = ? AND pid = ?", (group, pid)
+                ).fetchone()
+                scanned = srow[0] if srow else 0
+                first = conn.execute(
+                    "SELECT id - ?1, ts FROM records WHERE id > ?2 AND id < ?3 ORDER BY id LIMIT 1",
+                    (lo, lo + scanned, lo + OFFSET_SPAN),
+                ).fetchone()
+                if first is not None:
+                    last = conn.execute(
+                        "SELECT max(id) - ?1 FROM records WHERE id BETWEEN ?2 AND ?3",
+                        (lo, lo, lo + OFFSET_SPAN - 1),
+                    ).fetchone()[0]
+                    waiting = last - scanned
+                    # Only records with a meta blob can carry a delay.
+                    for ts, meta in conn.execute(
+                        "SELECT ts, meta FROM records WHERE id > ?1 AND id < ?2 AND meta IS NOT NULL",
+                        (lo + scanned, lo + OFFSET_SPAN),
+                    ):
+                        if due_of(ts, meta) > now:
+                            waiting -= 1
+                            delayed += 1
+                    available += waiting
+                    if waiting:
+                        oldest = first[1] if oldest is None else min(oldest, first[1])
+        age = 0 if oldest is None else max(0, now - oldest)
+        return QueueStats(available, in_flight, delayed, dead, age)
