@@ -31,6 +31,7 @@ from .errors import (
     UnknownPartition,
     UnknownTopic,
 )
+from .jobs import Jobs
 from .log import Consumer, GroupLag, Log, NewRecord, Prepared, Producer, TopicDescription
 from .queues import Delivery, Queue
 from .records import BatchSent, Message, Sent
@@ -70,6 +71,7 @@ __all__ = [
     "InvalidName",
     "InvalidRequest",
     "InvalidValue",
+    "Jobs",
     "LeaseLost",
     "Log",
     "Message",

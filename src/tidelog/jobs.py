@@ -1,0 +1,218 @@
+"""A job runner on top of a queue group.
+
+    jobs = tidelog.Jobs(log, queue="jobs", concurrency=4)
+
+    @jobs.job("send_email")
+    def send_email(payload): ...
+
+    jobs.enqueue("send_email", {"to": "a@b.c"})
+    jobs.run()          # until SIGINT/SIGTERM or jobs.stop()
+
+A job is a record `{"job": name, "payload": ...}`. The runner keeps up to
+`concurrency` jobs running, extends each running job's lease, acks on
+success, retries a failure with exponential backoff (a nack with delay),
+dead-letters after the queue's max deliveries, and on shutdown stops taking
+work and lets running jobs finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from .config import check_name
+from .errors import InvalidRequest, LeaseLost, TidelogError
+from .queues import Delivery
+
+if TYPE_CHECKING:
+    from .log import Log
+
+logger = logging.getLogger("tidelog.jobs")
+
+Handler = Callable[[Any], Any]
+
+
+class Jobs:
+    def __init__(
+        self,
+        log: Log,
+        queue: str = "jobs",
+        *,
+        concurrency: int = 4,
+        visibility_timeout: float = 30,
+        max_deliveries: int = 5,
+        backoff: float = 1.0,
+        max_backoff: float = 300.0,
+        group: str | None = None,
+    ):
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise InvalidRequest(f"concurrency must be an integer >= 1, got {concurrency!r}")
+        if not (isinstance(backoff, (int, float)) and backoff >= 0 and max_backoff >= backoff):
+            raise InvalidRequest("backoff must be >= 0 and max_backoff >= backoff")
+        self.queue = log.queue(
+            queue, group=group, visibility_timeout=visibility_timeout, max_deliveries=max_deliveries
+        )
+        self.concurrency = concurrency
+        self.backoff = float(backoff)
+        self.max_backoff = float(max_backoff)
+        self._handlers: dict[str, Handler] = {}
+        self._stopping = threading.Event()
+        self._running: dict[Future, Delivery] = {}
+        self._lock = threading.Lock()
+
+    # registering and enqueueing ------------------------------------------------
+
+    def job(self, name: str) -> Callable[[Handler], Handler]:
+        """Register a handler (a function or an `async def`) for job `name`."""
+        check_name("job", name)
+
+        def register(fn: Handler) -> Handler:
+            if name in self._handlers:
+                raise InvalidRequest(f"job {name!r} is registered twice")
+            self._handlers[name] = fn
+            return fn
+
+        return register
+
+    def enqueue(self, name: str, payload: Any = None, *, delay: float = 0, key: Any = None):
+        check_name("job", name)
+        return self.queue.send({"job": name, "payload": payload}, delay=delay, key=key)
+
+    # running -------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop taking work; `run()` returns once running jobs finished."""
+        self._stopping.set()
+
+    def retry_delay(self, delivery_count: int) -> float:
+        """Exponential backoff: backoff * 2^(n-1), capped at max_backoff."""
+        return min(self.max_backoff, self.backoff * 2 ** max(0, delivery_count - 1))
+
+    def run(self, *, poll: float = 1.0, install_signals: bool = True) -> None:
+        """Run jobs until `stop()` or SIGINT/SIGTERM."""
+        restore = self._install_signals() if install_signals else None
+        heartbeat = threading.Thread(target=self._heartbeat, name="tidelog-jobs-heartbeat", daemon=True)
+        heartbeat.start()
+        try:
+            with ThreadPoolExecutor(self.concurrency, thread_name_prefix="tidelog-job") as pool:
+                while not self._stopping.is_set():
+                    free = self.concurrency - len(self._running)
+                    if free <= 0:
+                        self._wait_for_a_slot()
+                        continue
+                    for d in self.queue.receive(max_messages=free, wait=poll):
+                        future = pool.submit(self._execute, d)
+                        with self._lock:
+                            self._running[future] = d
+                        future.add_done_callback(self._finished)
+                # Leaving the pool's `with` waits for the running jobs.
+        finally:
+            self._stopping.set()
+            heartbeat.join(timeout=5)
+            if restore:
+                restore()
+
+    def _wait_for_a_slot(self) -> None:
+        with self._lock:
+            running = list(self._running)
+        if running:
+            from concurrent.futures import FIRST_COMPLETED, wait
+
+            wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
+
+    def _finished(self, future: Future) -> None:
+        with self._lock:
+            self._running.pop(future, None)
+
+    def _install_signals(self) -> Callable[[], None] | None:
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        for sig in previous:
+            signal.signal(sig, lambda *_: self.stop())
+
+        def restore() -> None:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+        return restore
+
+    def _heartbeat(self) -> None:
+        # Extend running leases well before they expire, so a long job is
+        # never handed to a second worker while it still runs.
+        interval = max(0.05, self.queue.visibility_timeout / 3)
+        while not self._stopping.wait(interval) or self._running:
+            with self._lock:
+                running = list(self._running.items())
+            for future, d in running:
+                if future.done():
+                    continue
+                try:
+                    new = self.queue.extend(d, self.queue.visibility_timeout)
+                    with self._lock:
+                        if future in self._running:
+                            self._running[future] = new
+                except LeaseLost:
+                    logger.warning("job lease lost (offset %s); it may run again", d.offset)
+                except TidelogError:
+                    logger.exception("extending a job lease failed")
+            if self._stopping.is_set() and not running:
+                return
+
+    def _execute(self, d: Delivery) -> None:
+        try:
+            body = d.data
+            name, payload = body["job"], body.get("payload")
+        except (ValueError, TypeError, KeyError):
+            logger.error("not a job record at offset %s; dead-lettering it", d.offset)
+            self._settle(lambda: self.queue.reject(d, reason="not a job record"))
+            return
+        handler = self._handlers.get(name)
+        if handler is None:
+            logger.error("no handler for job %r (offset %s); dead-lettering it", name, d.offset)
+            self._settle(lambda: self.queue.reject(d, reason=f"unknown job {name!r}"))
+            return
+        try:
+            result = handler(payload)
+            if inspect.isawaitable(result):
+                asyncio.run(_await(result))
+        except Exception as e:
+            if d.delivery_count >= self.queue.max_deliveries:
+                logger.exception(
+                    "job %r failed on its last delivery (%s); dead-lettering it", name, d.delivery_count
+                )
+                reason = f"failed: {type(e).__name__}: {e}"
+                self._settle(lambda: self.queue.reject(self._current(d), reason=reason))
+            else:
+                delay = self.retry_delay(d.delivery_count)
+                logger.exception(
+                    "job %r failed (delivery %s); retrying in %.1fs", name, d.delivery_count, delay
+                )
+                self._settle(lambda: self.queue.nack(self._current(d), delay=delay))
+            return
+        self._settle(lambda: self.queue.ack(self._current(d)))
+
+    def _current(self, d: Delivery) -> Delivery:
+        """The delivery with its latest lease (the heartbeat may have extended it)."""
+        with self._lock:
+            for current in self._running.values():
+                if current.receipt == d.receipt:
+                    return current
+        return d
+
+    @staticmethod
+    def _settle(action: Callable[[], Any]) -> None:
+        try:
+            action()
+        except LeaseLost as e:
+            logger.warning("could not settle a job: %s", e)
+
+
+async def _await(result: Any) -> Any:
+    return await result
