@@ -20,6 +20,18 @@ OFFSET_BITS = 40
 OFFSET_SPAN = 1 << OFFSET_BITS
 
 
+_CANDIDATES = """
+SELECT * FROM (
+    SELECT 0, offset, due, deliveries, NULL FROM queue_state
+    WHERE grp = ?1 AND pid = ?2 AND due <= ?3 ORDER BY due, offset LIMIT ?4)
+UNION ALL
+SELECT * FROM (
+    SELECT 1, id - ?5, ts, value, meta FROM records
+    WHERE id > ?5 + coalesce((SELECT scanned FROM queue_cursors WHERE grp = ?1 AND pid = ?2), 0)
+      AND id < ?6 ORDER BY id LIMIT ?4)
+"""
+
+
 class SQLiteQueues:
     """Mixed into SQLiteStore; uses its connections, lock and pid cache."""
 
@@ -69,17 +81,6 @@ class SQLiteQueues:
         ).fetchone()
         return (row[0] - lo) if row else 0
 
-    @staticmethod
-    def _scanned(db: sqlite3.Connection, group: str, pid: int) -> int:
-        row = db.execute(
-            "SELECT scanned FROM queue_cursors WHERE grp = ? AND pid = ?", (group, pid)
-        ).fetchone()
-        if row is not None:
-            return row[0]
-        # A partition added after the group started: read it from its start.
-        db.execute("INSERT INTO queue_cursors(grp, pid, scanned) VALUES (?, ?, 0)", (group, pid))
-        return 0
-
     def queue_receive(
         self,
         group: str,
@@ -97,18 +98,15 @@ class SQLiteQueues:
             candidates: list[tuple] = []
             fresh: dict[int, list[tuple]] = {}
             for partition, pid in enumerate(pids):
-                for offset, due, deliveries in db.execute(
-                    "SELECT offset, due, deliveries FROM queue_state "
-                    "WHERE grp = ? AND pid = ? AND due <= ? ORDER BY due, offset LIMIT ?",
-                    (group, pid, now, limit),
-                ):
-                    candidates.append((due, partition, offset, deliveries, None))
-                scanned = self._scanned(db, group, pid)
                 lo = pid << OFFSET_BITS
-                rows = db.execute(
-                    "SELECT id - ?1, ts, value, meta FROM records WHERE id > ?2 AND id < ?3 ORDER BY id LIMIT ?4",
-                    (lo, lo + scanned, lo + OFFSET_SPAN, limit),
-                ).fetchall()
+                # One statement: what is due in queue_state, then the records
+                # past the cursor (kind 0 and 1 rows).
+                rows = []
+                for row in db.execute(_CANDIDATES, (group, pid, now, limit, lo, lo + OFFSET_SPAN)):
+                    if row[0] == 0:
+                        candidates.append((row[2], partition, row[1], row[3], None))
+                    else:
+                        rows.append(row[1:])
                 running = 0
                 marked = []
                 for row in rows:
@@ -153,11 +151,10 @@ class SQLiteQueues:
                         partition, offset, record[1], record[2], record[3], deliveries + 1, receipt, deadline
                     )
                 )
-            # Advance each cursor over the unbroken run of new records that
-            # were taken or are delayed (delayed ones wait in queue_state).
+            # Delayed records in the unbroken run of new records taken stay
+            # in queue_state until due; the insert trigger moves the cursor.
             for partition, marked in fresh.items():
                 pid = pids[partition]
-                last = None
                 for offset, due, record in marked:
                     if record is None:
                         db.execute(
@@ -167,11 +164,6 @@ class SQLiteQueues:
                         )
                     elif (partition, offset) not in chosen:
                         break
-                    last = offset
-                if last is not None:
-                    db.execute(
-                        "UPDATE queue_cursors SET scanned = ? WHERE grp = ? AND pid = ?", (last, group, pid)
-                    )
             next_due = None
             if len(out) < limit:
                 for pid in pids:

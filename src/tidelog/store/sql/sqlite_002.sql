@@ -37,3 +37,11 @@ CREATE TABLE queue_state (
 ) WITHOUT ROWID;
 
 CREATE INDEX queue_state_due ON queue_state (grp, pid, due, offset);
+
+-- A record enters queue_state only when the scan takes it (leased or
+-- delayed), in offset order: the cursor follows the highest such offset.
+CREATE TRIGGER queue_state_scanned AFTER INSERT ON queue_state
+BEGIN
+    INSERT INTO queue_cursors(grp, pid, scanned) VALUES (NEW.grp, NEW.pid, NEW.offset)
+    ON CONFLICT(grp, pid) DO UPDATE SET scanned = max(scanned, excluded.scanned);
+END;
