@@ -31,6 +31,7 @@ from .errors import (
     UnknownPartition,
     UnknownTopic,
 )
+from .groups import Group, GroupConsumer
 from .jobs import Jobs
 from .log import Consumer, GroupLag, Log, NewRecord, Prepared, Producer, TopicDescription
 from .queues import Delivery, Queue
@@ -65,6 +66,8 @@ __all__ = [
     "Conflict",
     "Consumer",
     "Delivery",
+    "Group",
+    "GroupConsumer",
     "GroupError",
     "GroupLag",
     "GroupOffset",

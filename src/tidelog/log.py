@@ -22,6 +22,7 @@ from .errors import (
 from .notify import AppendNotifier, Listener
 
 if TYPE_CHECKING:
+    from .groups import Group, GroupConsumer
     from .queues import Queue
 from .partitioner import partition_for_key
 from .records import (
@@ -227,11 +228,32 @@ class Log:
         check_int("limit", limit, 1, MAX_BATCH)
         return make_messages(topic, partition, self.store.read(topic, partition, after, limit))
 
-    def consumer(self, group: str) -> Consumer:
-        """A stream group member with manual assignment."""
+    def consumer(
+        self, group: str, topics: Iterable[str] | None = None, **options: Any
+    ) -> Consumer | GroupConsumer:
+        """A stream group member.
+
+        Without `topics`: manual assignment (name partitions yourself). With
+        `topics`: members of the group share the topics' partitions
+        automatically (options: session_timeout, heartbeat_interval,
+        assignor "range" | "roundrobin" | "sticky", on_assign, on_revoke,
+        start "earliest" | "latest", member_id).
+        """
         check_name("group", group)
+        if topics is not None:
+            from .groups import GroupConsumer
+
+            return GroupConsumer(self, group, topics, **options)
+        if options:
+            raise InvalidRequest(f"options {', '.join(sorted(options))} need topics= (automatic assignment)")
         self.store.ensure_group(group, "stream")
         return Consumer(self, group)
+
+    def group(self, name: str) -> Group:
+        """A view of a stream group: members, generation, assignment, lag."""
+        from .groups import Group
+
+        return Group(self, name)
 
     def queue(self, topic: str, group: str | None = None, **options: Any) -> Queue:
         """A queue group handle on `topic` (group defaults to the topic's name).

@@ -49,6 +49,23 @@ class QueueStats(NamedTuple):
     oldest_available_age_ms: int
 
 
+class GroupSync(NamedTuple):
+    """A stream group member's view after a join, heartbeat or release."""
+
+    generation: int
+    owned: list[tuple[str, int]]  # (topic, partition) the member holds now
+    revoke: list[tuple[str, int]]  # held, but assigned elsewhere: release after committing
+
+
+class GroupMember(NamedTuple):
+    member: str
+    topics: list[str]
+    session_ms: int
+    heartbeat: int  # ms since epoch
+    partitions: list[tuple[str, int]]
+    generation: int
+
+
 @dataclass(frozen=True)
 class TopicInfo:
     name: str
@@ -139,6 +156,39 @@ class Store(Protocol):
     def group_offsets(self, group: str) -> list[GroupOffset]: ...
 
     def groups(self) -> list[str]: ...
+
+    # stream group membership (mechanics only; assignors live in tidelog.assignors)
+    def group_join(
+        self,
+        group: str,
+        member: str,
+        topics: list[str],
+        session_ms: int,
+        assignor: str,
+        now: int,
+        assign: Any,
+    ) -> GroupSync:
+        """Add or refresh a member, rebalance if membership changed, and
+        return its view. `assign(members, layout, current)` computes targets."""
+
+    def group_heartbeat(self, group: str, member: str, now: int, assign: Any) -> GroupSync:
+        """Keep a member alive (StaleGeneration when it is gone), expire
+        silent members, rebalance when needed, hand over released partitions."""
+
+    def group_release(
+        self, group: str, member: str, partitions: list[tuple[str, int]], now: int, assign: Any
+    ) -> GroupSync: ...
+
+    def group_leave(self, group: str, member: str, now: int, assign: Any) -> None: ...
+
+    def group_commit(
+        self, group: str, member: str, generation: int, topic: str, partition: int, offset: int
+    ) -> None:
+        """A fenced commit: NotAssigned unless `member` owns the partition,
+        StaleGeneration when the member is gone or its generation is older
+        than its ownership."""
+
+    def group_members(self, group: str) -> list[GroupMember]: ...
 
     # queue groups (mechanics only; the policy lives in tidelog.queues)
     def queue_open(

@@ -29,6 +29,7 @@ from ..errors import (
 )
 from . import schema
 from .base import AppendBatch, GroupOffset, PartitionInfo, TopicInfo
+from .sqlite_groups import SQLiteGroups
 from .sqlite_queues import SQLiteQueues
 
 OFFSET_BITS = 40
@@ -74,11 +75,18 @@ def path_from_url(url: str) -> str:
     return url
 
 
+_COMMIT = (
+    "INSERT INTO offsets(grp, pid, committed) SELECT ?3, ?2, ?4 FROM partitions p "
+    f"WHERE p.id = ?2 AND ?4 <= {_LAST_ID} - ?1 "
+    "ON CONFLICT(grp, pid) DO UPDATE SET committed = max(committed, excluded.committed)"
+)
+
+
 class _PartitionGone(Exception):
     """A cached partition id no longer exists (its topic was deleted)."""
 
 
-class SQLiteStore(SQLiteQueues):
+class SQLiteStore(SQLiteQueues, SQLiteGroups):
     """Store protocol on one SQLite file (or :memory:)."""
 
     dialect = "sqlite"
@@ -330,6 +338,10 @@ class SQLiteStore(SQLiteQueues):
                     "DELETE FROM queue_state WHERE grp IN (SELECT grp FROM queue_groups) AND pid = ?", (pid,)
                 )
             db.execute("DELETE FROM queue_groups WHERE topic_id = ?", (row[0],))
+            db.execute(
+                "DELETE FROM group_assignment WHERE grp IN (SELECT grp FROM group_state) AND topic = ?",
+                (name,),
+            )
             db.execute("DELETE FROM partitions WHERE topic_id = ?", (row[0],))
             db.execute("DELETE FROM topics WHERE id = ?", (row[0],))
             self._pids.pop(name, None)
@@ -460,21 +472,20 @@ class SQLiteStore(SQLiteQueues):
 
     def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
         pid = self._pid(topic, partition)
-        lo = pid << OFFSET_BITS
         with self._lock:
             if self._closed:
                 raise StoreError("the store is closed")
-            # Bounds check and monotonic upsert in one autocommit statement.
-            cur = self._db.execute(
-                "INSERT INTO offsets(grp, pid, committed) SELECT ?3, ?2, ?4 FROM partitions p "
-                f"WHERE p.id = ?2 AND ?4 <= {_LAST_ID} - ?1 "
-                "ON CONFLICT(grp, pid) DO UPDATE SET committed = max(committed, excluded.committed)",
-                (lo, pid, group, offset),
-            )
-            if cur.rowcount == 1:
-                return
-        with self._read() as conn:
-            self._bounds_check(conn, topic, partition, pid, offset)
+            self._commit_in(self._db, group, topic, partition, pid, offset)
+
+    def _commit_in(
+        self, db: sqlite3.Connection, group: str, topic: str, partition: int, pid: int, offset: int
+    ) -> None:
+        lo = pid << OFFSET_BITS
+        # Bounds check and monotonic upsert in one statement.
+        cur = db.execute(_COMMIT, (lo, pid, group, offset))
+        if cur.rowcount == 1:
+            return
+        self._bounds_check(db, topic, partition, pid, offset)
         raise UnknownTopic(f"topic {topic!r} does not exist")
 
     def committed(self, group: str, topic: str, partition: int) -> int:

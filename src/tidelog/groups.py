@@ -1,0 +1,309 @@
+"""Stream groups that coordinate themselves through the store.
+
+    with log.consumer("order-processors", topics=["orders"]) as c:
+        for msg in c.poll(timeout=1.0):
+            process(msg)
+        c.commit()
+
+Members find each other in the store; joining, leaving and a member going
+silent for `session_timeout` each start a rebalance. A partition moves only
+after its owner released it (in `poll` or `close`, after `on_revoke` ran and
+could commit) or the owner's session expired, so no partition is held by
+two live members. Commits are fenced: a member that no longer owns a
+partition, or whose generation is older than its ownership, is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from .assignors import ASSIGNORS
+from .config import check_name
+from .errors import GroupError, InvalidRequest, NotAssigned, StaleGeneration
+from .records import Message, make_messages
+from .store.base import GroupMember, GroupSync
+
+if TYPE_CHECKING:
+    from .log import Log
+
+TopicPartition = tuple[str, int]
+Callback = Callable[[list[TopicPartition]], Any]
+
+
+def _member_id() -> str:
+    host = "".join(c if c.isalnum() or c in "._-" else "-" for c in socket.gethostname())[:60]
+    return f"{host}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+class GroupConsumer:
+    """A member of a stream group with automatic partition assignment."""
+
+    def __init__(
+        self,
+        log: Log,
+        group: str,
+        topics: Iterable[str],
+        *,
+        session_timeout: float = 10.0,
+        heartbeat_interval: float | None = None,
+        assignor: str = "range",
+        on_assign: Callback | None = None,
+        on_revoke: Callback | None = None,
+        start: str = "earliest",
+        member_id: str | None = None,
+    ):
+        self.log = log
+        self.group = check_name("group", group)
+        self.topics = sorted(
+            {check_name("topic", t) for t in ([topics] if isinstance(topics, str) else topics)}
+        )
+        if not self.topics:
+            raise InvalidRequest("a group consumer needs at least one topic")
+        if assignor not in ASSIGNORS:
+            raise InvalidRequest(f"assignor must be one of {', '.join(ASSIGNORS)}, got {assignor!r}")
+        if start not in ("earliest", "latest"):
+            raise InvalidRequest(f"start must be 'earliest' or 'latest', got {start!r}")
+        if (
+            isinstance(session_timeout, bool)
+            or not isinstance(session_timeout, (int, float))
+            or not (0.1 <= session_timeout <= 3600)
+        ):
+            raise InvalidRequest(f"session_timeout must be 0.1 to 3600 seconds, got {session_timeout!r}")
+        self.member_id = check_name("member", member_id) if member_id else _member_id()
+        self.session_ms = int(session_timeout * 1000)
+        self.assignor = assignor
+        self._assign = ASSIGNORS[assignor]
+        self.on_assign = on_assign
+        self.on_revoke = on_revoke
+        self.start = start
+        self.generation = 0
+        self._owned: list[TopicPartition] = []
+        self._revoke: list[TopicPartition] = []
+        self._position: dict[TopicPartition, int] = {}
+        self._committed: dict[TopicPartition, int] = {}
+        self._rotate = 0
+        self._lock = threading.RLock()
+        self._closed = False
+        self._stop = threading.Event()
+        for topic in self.topics:
+            log._topic_meta(topic, create=True)
+        sync = log.store.group_join(
+            self.group, self.member_id, self.topics, self.session_ms, assignor, log.clock(), self._assign
+        )
+        self._apply(sync)
+        interval = session_timeout / 3 if heartbeat_interval is None else heartbeat_interval
+        self._heartbeat_thread = None
+        if interval:
+            self._heartbeat_thread = threading.Thread(
+                target=self._heartbeat_loop,
+                args=(interval,),
+                name=f"tidelog-heartbeat-{self.group}",
+                daemon=True,
+            )
+            self._heartbeat_thread.start()
+
+    # membership --------------------------------------------------------------
+
+    def _apply(self, sync: GroupSync) -> None:
+        """Take a new view: new partitions start at committed + 1."""
+        with self._lock:
+            self.generation = sync.generation
+            added = [tp for tp in sync.owned if tp not in self._owned]
+            gone = [tp for tp in self._owned if tp not in sync.owned]
+            for tp in gone:  # lost without a release: our session had expired
+                self._position.pop(tp, None)
+            for tp in added:
+                committed = self.log.store.committed(self.group, *tp)
+                if committed == 0 and self.start == "latest":
+                    committed = self.log.store.partitions(tp[0])[tp[1]].last_offset
+                self._position[tp] = committed
+                self._committed[tp] = committed
+            self._owned = list(sync.owned)
+            self._revoke = list(sync.revoke)
+        if added and self.on_assign:
+            self.on_assign(added)
+
+    def heartbeat(self) -> None:
+        """Tell the group this member is alive and pick up assignment changes.
+
+        Runs in the background every `heartbeat_interval`; call it yourself
+        when that is 0.
+        """
+        if self._closed:
+            return
+        sync = self.log.store.group_heartbeat(self.group, self.member_id, self.log.clock(), self._assign)
+        self._apply(sync)
+
+    def _heartbeat_loop(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            try:
+                self.heartbeat()
+            except StaleGeneration:
+                # Our session expired (a long pause): join again as new.
+                try:
+                    sync = self.log.store.group_join(
+                        self.group,
+                        self.member_id,
+                        self.topics,
+                        self.session_ms,
+                        self.assignor,
+                        self.log.clock(),
+                        self._assign,
+                    )
+                    self._apply(sync)
+                except GroupError:
+                    pass
+            except Exception:  # keep heartbeating through passing store errors
+                pass
+
+    def _release_revoked(self) -> None:
+        with self._lock:
+            revoke = [tp for tp in self._revoke if tp in self._owned]
+        if not revoke:
+            return
+        if self.on_revoke:
+            self.on_revoke(revoke)  # the application may commit here
+        with self._lock:
+            for tp in revoke:
+                self._position.pop(tp, None)
+                self._committed.pop(tp, None)
+        sync = self.log.store.group_release(
+            self.group, self.member_id, revoke, self.log.clock(), self._assign
+        )
+        self._apply(sync)
+
+    def assignment(self) -> list[TopicPartition]:
+        """The (topic, partition) pairs this member holds now."""
+        with self._lock:
+            return list(self._owned)
+
+    # consuming ---------------------------------------------------------------
+
+    def poll(self, timeout: float = 1.0, max_messages: int = 500) -> list[Message]:
+        """Records from the member's partitions; waits up to `timeout` for one."""
+        if isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages < 1:
+            raise InvalidRequest(f"max_messages must be a positive integer, got {max_messages!r}")
+        if self._closed:
+            raise GroupError("this consumer is closed")
+        deadline = time.monotonic() + max(0.0, timeout)
+        notifier = self.log.notifier
+        while True:
+            self._release_revoked()
+            seen = notifier.version()
+            out = self._fetch(max_messages)
+            left = deadline - time.monotonic()
+            if out or left <= 0:
+                return out
+            notifier.wait(seen, min(left, 0.5))
+
+    def _fetch(self, max_messages: int) -> list[Message]:
+        with self._lock:
+            owned = list(self._owned)
+        if not owned:
+            return []
+        self._rotate = (self._rotate + 1) % len(owned)
+        out: list[Message] = []
+        for tp in owned[self._rotate :] + owned[: self._rotate]:
+            left = max_messages - len(out)
+            if left <= 0:
+                break
+            with self._lock:
+                after = self._position.get(tp)
+            if after is None:
+                continue
+            rows = self.log.store.read(tp[0], tp[1], after, left)
+            if rows:
+                with self._lock:
+                    if tp in self._position:
+                        self._position[tp] = rows[-1][0]
+                out.extend(make_messages(tp[0], tp[1], rows))
+        return out
+
+    def commit(self, msg: Message | None = None) -> None:
+        """Commit the position of everything poll returned, or up to `msg`.
+
+        Raises NotAssigned / StaleGeneration when this member no longer owns
+        a partition; nothing is committed for that partition then.
+        """
+        if msg is not None:
+            self._commit_one((msg.topic, msg.partition), msg[0])
+            return
+        with self._lock:
+            pending = [(tp, pos) for tp, pos in self._position.items() if pos > self._committed.get(tp, 0)]
+        for tp, pos in pending:
+            self._commit_one(tp, pos)
+
+    def _commit_one(self, tp: TopicPartition, offset: int) -> None:
+        self.log.store.group_commit(self.group, self.member_id, self.generation, tp[0], tp[1], offset)
+        with self._lock:
+            if offset > self._committed.get(tp, 0):
+                self._committed[tp] = offset
+
+    def close(self) -> None:
+        """Leave the group: `on_revoke` runs for everything held, then the
+        partitions go to the remaining members."""
+        if self._closed:
+            return
+        self._stop.set()
+        if self._heartbeat_thread is not None:
+            self._heartbeat_thread.join(timeout=5)
+        with self._lock:
+            held = list(self._owned)
+        try:
+            if held and self.on_revoke:
+                self.on_revoke(held)
+        finally:
+            self._closed = True
+            self.log.store.group_leave(self.group, self.member_id, self.log.clock(), self._assign)
+            with self._lock:
+                self._owned, self._position = [], {}
+
+    def __enter__(self) -> GroupConsumer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Group:
+    """A view of a stream group: members, generation, assignment, lag."""
+
+    def __init__(self, log: Log, name: str):
+        self.log = log
+        self.name = check_name("group", name)
+
+    def members(self) -> list[GroupMember]:
+        return self.log.store.group_members(self.name)
+
+    def describe(self) -> dict[str, Any]:
+        members = self.members()
+        topics = sorted({t for m in members for t in m.topics})
+        owners = {tp: m.member for m in members for tp in m.partitions}
+        return {
+            "group": self.name,
+            "generation": members[0].generation if members else None,
+            "members": [
+                {"member": m.member, "topics": m.topics, "partitions": [list(tp) for tp in m.partitions]}
+                for m in members
+            ],
+            "partitions": [
+                {
+                    "topic": lag.topic,
+                    "partition": lag.partition,
+                    "owner": owners.get((lag.topic, lag.partition)),
+                    "committed": lag.committed,
+                    "last_offset": lag.last_offset,
+                    "lag": lag.lag,
+                }
+                for lag in self.log.describe_group(self.name, topics)
+            ],
+        }
+
+
+__all__ = ["Group", "GroupConsumer", "NotAssigned", "StaleGeneration"]
