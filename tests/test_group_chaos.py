@@ -145,7 +145,7 @@ def test_chaos_members_killed_and_replaced(tmp_path):
         holds.setdefault(partition, []).append((start, end, name))
     for partition, spans in holds.items():
         spans.sort()
-        for (s1, e1, n1), (s2, e2, n2) in zip(spans, spans[1:]):
+        for (_, e1, n1), (s2, _, n2) in zip(spans, spans[1:]):
             assert s2 >= e1, f"partition {partition}: {n1} held it until {e1}, {n2} from {s2}"
     # 4. a killed member's partitions were owned again within session + heartbeat (+ scheduling slack)
     for name, killed_at in kills.items():
