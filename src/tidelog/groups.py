@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from .assignors import ASSIGNORS
 from .config import check_name
-from .errors import GroupError, InvalidRequest, NotAssigned, StaleGeneration
+from .errors import GroupError, InvalidRequest, NotAssigned, OffsetOutOfRange, StaleGeneration
+from .log import check_auto_reset, reset_position
 from .records import Message, make_messages
 from .store.base import GroupMember, GroupSync
 
@@ -56,6 +57,7 @@ class GroupConsumer:
         on_assign: Callback | None = None,
         on_revoke: Callback | None = None,
         start: str = "earliest",
+        auto_reset: str = "earliest",
         member_id: str | None = None,
     ):
         self.log = log
@@ -75,6 +77,7 @@ class GroupConsumer:
             or not (0.1 <= session_timeout <= 3600)
         ):
             raise InvalidRequest(f"session_timeout must be 0.1 to 3600 seconds, got {session_timeout!r}")
+        self.auto_reset = check_auto_reset(auto_reset)
         self.member_id = check_name("member", member_id) if member_id else _member_id()
         self.session_ms = int(session_timeout * 1000)
         self.assignor = assignor
@@ -217,7 +220,14 @@ class GroupConsumer:
                 after = self._position.get(tp)
             if after is None:
                 continue
-            rows = self.log.store.read(tp[0], tp[1], after, left)
+            try:
+                rows = self.log.store.read(tp[0], tp[1], after, left)
+            except OffsetOutOfRange as e:
+                after = reset_position(self.log, tp[0], tp[1], e, self.auto_reset)
+                rows = self.log.store.read(tp[0], tp[1], after, left)
+                with self._lock:
+                    if tp in self._position and not rows:
+                        self._position[tp] = after
             if rows:
                 with self._lock:
                     if tp in self._position:

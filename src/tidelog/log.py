@@ -16,6 +16,7 @@ from .config import MAX_PARTITIONS, TopicConfig, check_int, check_name
 from .errors import (
     InvalidRequest,
     MessageTooLarge,
+    OffsetOutOfRange,
     TopicConflict,
     UnknownTopic,
 )
@@ -24,6 +25,7 @@ from .notify import AppendNotifier, Listener
 if TYPE_CHECKING:
     from .groups import Group, GroupConsumer
     from .queues import Queue
+    from .retention import CleanReport
 from .partitioner import partition_for_key
 from .records import (
     BatchSent,
@@ -111,7 +113,8 @@ class Log:
         full = TopicConfig.from_dict(config).to_dict()
         info, created = self.store.create_topic(name, partitions, full)
         if not created:
-            differs = {k: v for k, v in config.items() if info.config.get(k) != v}
+            asked = TopicConfig.parse(config)
+            differs = {k: v for k, v in asked.items() if info.config.get(k, full.get(k)) != v}
             if differs:
                 raise TopicConflict(
                     f"topic {name!r} exists with {', '.join(f'{k}={info.config.get(k)!r}' for k in differs)}; "
@@ -148,6 +151,26 @@ class Log:
         info = self.store.add_partitions(name, partitions)
         self._remember(info)
         return info
+
+    def alter_topic(self, name: str, **config: Any) -> TopicInfo:
+        """Change a topic's settings (retention, compaction, limits)."""
+        info = self.topic(name)
+        full = TopicConfig.normalize(config, info.config).to_dict()
+        self.store.set_topic_config(name, full)
+        return self.topic(name)
+
+    def clean(self, topic: str | None = None, *, chunk: int = 2000) -> list[CleanReport]:
+        """Apply retention and compaction now (every topic, or one)."""
+        from .retention import clean
+
+        if topic is not None:
+            check_name("topic", topic)
+        return clean(self, topic, chunk=chunk)
+
+    def last_clean(self, topic: str) -> dict[str, Any] | None:
+        """The figures of the topic's last cleaning, if any."""
+        check_name("topic", topic)
+        return self.store.last_clean(topic)
 
     def delete_topic(self, name: str) -> bool:
         check_name("topic", name)
@@ -244,10 +267,11 @@ class Log:
             from .groups import GroupConsumer
 
             return GroupConsumer(self, group, topics, **options)
-        if options:
-            raise InvalidRequest(f"options {', '.join(sorted(options))} need topics= (automatic assignment)")
+        extra = set(options) - {"auto_reset"}
+        if extra:
+            raise InvalidRequest(f"options {', '.join(sorted(extra))} need topics= (automatic assignment)")
         self.store.ensure_group(group, "stream")
-        return Consumer(self, group)
+        return Consumer(self, group, **options)
 
     def group(self, name: str) -> Group:
         """A view of a stream group: members, generation, assignment, lag."""
@@ -472,6 +496,24 @@ def _read_excluding(
     return kept, after
 
 
+AUTO_RESET = ("earliest", "latest", "error")
+
+
+def check_auto_reset(value: Any) -> str:
+    if value not in AUTO_RESET:
+        raise InvalidRequest(f"auto_reset must be one of {', '.join(AUTO_RESET)}, got {value!r}")
+    return value
+
+
+def reset_position(log: Log, topic: str, partition: int, error: OffsetOutOfRange, policy: str) -> int:
+    """Where a reader continues when retention removed its next record."""
+    if policy == "error" or error.first is None:
+        raise error
+    if policy == "earliest":
+        return error.first - 1
+    return log.store.partitions(topic)[partition].last_offset
+
+
 class Consumer:
     """A member of a stream group that names its partitions itself.
 
@@ -481,9 +523,10 @@ class Consumer:
     committed + 1, so processing is at least once.
     """
 
-    def __init__(self, log: Log, group: str):
+    def __init__(self, log: Log, group: str, auto_reset: str = "earliest"):
         self.log = log
         self.group = group
+        self.auto_reset = check_auto_reset(auto_reset)
         self._position: dict[tuple[str, int], int] = {}
 
     def _check(self, topic: str, partition: int) -> None:
@@ -506,14 +549,21 @@ class Consumer:
         after = self._position.get(tp)
         if after is None:
             after = self.log.store.committed(self.group, topic, partition)
-        if exclude_producer is None:
-            rows = self.log.store.read(topic, partition, after, max_messages)
-            self._position[tp] = rows[-1][0] if rows else after
-        else:
-            rows, self._position[tp] = _read_excluding(
-                self.log.store, topic, partition, after, max_messages, exclude_producer
-            )
+        try:
+            rows, self._position[tp] = self._read(topic, partition, after, max_messages, exclude_producer)
+        except OffsetOutOfRange as e:
+            # Retention removed what this group would read next.
+            after = reset_position(self.log, topic, partition, e, self.auto_reset)
+            rows, self._position[tp] = self._read(topic, partition, after, max_messages, exclude_producer)
         return make_messages(topic, partition, rows)
+
+    def _read(
+        self, topic: str, partition: int, after: int, limit: int, exclude_producer: str | None
+    ) -> tuple[list[tuple], int]:
+        if exclude_producer is None:
+            rows = self.log.store.read(topic, partition, after, limit)
+            return rows, (rows[-1][0] if rows else after)
+        return _read_excluding(self.log.store, topic, partition, after, limit, exclude_producer)
 
     def position(self, topic: str, partition: int) -> int:
         """The offset the last fetch ended at (next fetch starts after it)."""

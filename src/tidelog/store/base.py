@@ -80,6 +80,7 @@ class PartitionInfo:
     first_offset: int  # offset of the oldest record held; last + 1 when empty
     last_offset: int  # offset of the newest record ever appended; 0 when none
     records: int  # how many records the partition holds now
+    bytes: int = 0  # value and meta bytes held now
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from . import schema
 from .base import AppendBatch, GroupOffset, PartitionInfo, TopicInfo
 from .sqlite_groups import SQLiteGroups
 from .sqlite_queues import SQLiteQueues
+from .sqlite_retention import SQLiteRetention
 
 OFFSET_BITS = 40
 OFFSET_SPAN = 1 << OFFSET_BITS
@@ -86,7 +87,7 @@ class _PartitionGone(Exception):
     """A cached partition id no longer exists (its topic was deleted)."""
 
 
-class SQLiteStore(SQLiteQueues, SQLiteGroups):
+class SQLiteStore(SQLiteQueues, SQLiteGroups, SQLiteRetention):
     """Store protocol on one SQLite file (or :memory:)."""
 
     dialect = "sqlite"
@@ -180,6 +181,12 @@ class SQLiteStore(SQLiteQueues, SQLiteGroups):
             db.execute("COMMIT")
 
     def _migrate(self) -> None:
+        if not self.memory:
+            with self._lock:
+                if self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+                    # Only settable before the first table exists: lets the
+                    # cleaner give freed pages back to the file system.
+                    self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
         with self._write() as db:
             current = db.execute("PRAGMA user_version").fetchone()[0]
             latest = schema.latest(self.dialect)
@@ -354,17 +361,19 @@ class SQLiteStore(SQLiteQueues, SQLiteGroups):
         with self._read() as conn:
             for partition, pid in enumerate(pids):
                 lo = pid << OFFSET_BITS
-                first, last, count = conn.execute(
-                    "SELECT min(id), max(id), count(*) FROM records WHERE id BETWEEN ? AND ?",
+                first, last, count, size = conn.execute(
+                    "SELECT min(id), max(id), count(*), coalesce(sum(length(value) + coalesce(length(meta), 0)), 0) "
+                    "FROM records WHERE id BETWEEN ? AND ?",
                     (lo + 1, lo + OFFSET_SPAN - 1),
                 ).fetchone()
-                base = conn.execute("SELECT base_offset FROM partitions WHERE id = ?", (pid,)).fetchone()
-                base_offset = base[0] if base else 0
+                base_offset, removed = conn.execute(
+                    "SELECT base_offset, removed_through FROM partitions WHERE id = ?", (pid,)
+                ).fetchone() or (0, 0)
                 if count:
                     last_offset = max(last - lo, base_offset)
-                    out.append(PartitionInfo(partition, first - lo, last_offset, count))
+                    out.append(PartitionInfo(partition, first - lo, last_offset, count, size))
                 else:
-                    out.append(PartitionInfo(partition, base_offset + 1, base_offset, 0))
+                    out.append(PartitionInfo(partition, base_offset + 1, base_offset, 0, 0))
         return out
 
     # records ---------------------------------------------------------------
@@ -451,6 +460,9 @@ class SQLiteStore(SQLiteQueues, SQLiteGroups):
                 "SELECT id - ?1, ts, value, meta FROM records WHERE id > ?2 AND id < ?3 ORDER BY id LIMIT ?4",
                 (lo, lo + after, lo + OFFSET_SPAN, limit),
             ).fetchall()
+            if not rows or rows[0][0] != after + 1:
+                # A gap: compaction (fine) or retention removed what was asked for.
+                self.check_start(conn, topic, partition, pid, after)
         if not rows:
             # An idle read is the moment to notice a topic deleted elsewhere.
             self._pid(topic, partition, refresh=True)
@@ -500,6 +512,7 @@ class SQLiteStore(SQLiteQueues, SQLiteGroups):
         pid = self._pid(topic, partition)
         with self._write() as db:
             self._bounds_check(db, topic, partition, pid, offset)
+            self.check_start(db, topic, partition, pid, offset)
             db.execute(
                 "INSERT INTO offsets(grp, pid, committed) VALUES (?, ?, ?) "
                 "ON CONFLICT(grp, pid) DO UPDATE SET committed = excluded.committed",

@@ -1,0 +1,173 @@
+"""Retention and compaction on SQLite: scans, chunked deletes, vacuum.
+
+Mechanics only; `tidelog.retention` decides what to remove. Each delete is a
+short transaction of at most `limit` rows, so producers never wait long for
+the write lock.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from ..errors import OffsetOutOfRange, UnknownTopic
+
+OFFSET_BITS = 40
+OFFSET_SPAN = 1 << OFFSET_BITS
+
+
+class SQLiteRetention:
+    """Mixed into SQLiteStore; uses its connections, lock and pid cache."""
+
+    _write: Any
+    _read: Any
+    _pid: Any
+    _lock: Any
+    _db: sqlite3.Connection
+    memory: bool
+
+    def set_topic_config(self, name: str, config: dict[str, Any]) -> None:
+        with self._write() as db:
+            cur = db.execute(
+                "UPDATE topics SET config = ? WHERE name = ?", (json.dumps(config, sort_keys=True), name)
+            )
+            if cur.rowcount != 1:
+                raise UnknownTopic(f"topic {name!r} does not exist")
+
+    def removed_through(self, conn: sqlite3.Connection, pid: int) -> int:
+        row = conn.execute("SELECT removed_through FROM partitions WHERE id = ?", (pid,)).fetchone()
+        return row[0] if row else 0
+
+    def check_start(self, conn: sqlite3.Connection, topic: str, partition: int, pid: int, after: int) -> None:
+        """OffsetOutOfRange when `after` lies before what retention kept."""
+        removed = self.removed_through(conn, pid)
+        if after < removed:
+            raise OffsetOutOfRange(
+                f"offset {after + 1} of {topic!r}/{partition} was removed by retention; "
+                f"the first available offset is {removed + 1}",
+                first=removed + 1,
+            )
+
+    def scan(
+        self, topic: str, partition: int, after: int, limit: int, with_meta: bool = False
+    ) -> list[tuple]:
+        """(offset, timestamp, bytes, meta or None, value is JSON null) rows for a cleaner."""
+        pid = self._pid(topic, partition)
+        lo = pid << OFFSET_BITS
+        meta = "meta" if with_meta else "NULL"
+        with self._read() as conn:
+            return conn.execute(
+                f"SELECT id - ?1, ts, length(value) + coalesce(length(meta), 0), {meta}, "
+                "typeof(value) = 'text' AND value = 'null' "
+                "FROM records WHERE id > ?2 AND id < ?3 ORDER BY id LIMIT ?4",
+                (lo, lo + after, lo + OFFSET_SPAN, limit),
+            ).fetchall()
+
+    def partition_bytes(self, topic: str, partition: int) -> int:
+        pid = self._pid(topic, partition)
+        lo = pid << OFFSET_BITS
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT coalesce(sum(length(value) + coalesce(length(meta), 0)), 0) FROM records "
+                "WHERE id > ?1 AND id < ?2",
+                (lo, lo + OFFSET_SPAN),
+            ).fetchone()
+        return row[0]
+
+    def consumption(self, topic: str, partition: int) -> dict[str, Any]:
+        """What the groups of a partition finished, for retention="consumed":
+        committed offsets of stream groups, done-prefixes of queue groups, and
+        the lowest offset a queue group still has in progress."""
+        pid = self._pid(topic, partition)
+        with self._read() as conn:
+            stream = [r[0] for r in conn.execute("SELECT committed FROM offsets WHERE pid = ?", (pid,))]
+            queues = []
+            for grp, scanned in conn.execute(
+                "SELECT c.grp, c.scanned FROM queue_cursors c WHERE c.pid = ?", (pid,)
+            ).fetchall():
+                low = conn.execute(
+                    "SELECT min(offset) FROM queue_state WHERE grp = ? AND pid = ?", (grp, pid)
+                ).fetchone()[0]
+                queues.append(scanned if low is None else low - 1)
+            in_flight = conn.execute(
+                "SELECT min(offset) FROM queue_state WHERE grp IN (SELECT grp FROM queue_cursors WHERE pid = ?1) "
+                "AND pid = ?1",
+                (pid,),
+            ).fetchone()[0]
+        return {"stream": stream, "queues": queues, "in_flight": in_flight}
+
+    def delete_prefix(self, topic: str, partition: int, through: int, limit: int) -> tuple[int, int]:
+        """Remove up to `limit` of the oldest records with offset <= through.
+
+        Returns (records removed, bytes removed). When nothing at or below
+        `through` remains, the partition's start moves past it.
+        """
+        pid = self._pid(topic, partition)
+        lo = pid << OFFSET_BITS
+        with self._write() as db:
+            row = db.execute(
+                "SELECT count(*), coalesce(sum(length(value) + coalesce(length(meta), 0)), 0), max(id) FROM "
+                "(SELECT id, value, meta FROM records WHERE id > ?1 AND id <= ?2 ORDER BY id LIMIT ?3)",
+                (lo, lo + through, limit),
+            ).fetchone()
+            count, size, top = row
+            if count:
+                db.execute("DELETE FROM records WHERE id > ?1 AND id <= ?2", (lo, top))
+            if count < limit:
+                top = lo + through
+            if top is not None:
+                db.execute(
+                    "UPDATE partitions SET removed_through = max(removed_through, ?1), "
+                    "base_offset = max(base_offset, ?1) WHERE id = ?2",
+                    (top - lo, pid),
+                )
+        return count, size
+
+    def delete_offsets(self, topic: str, partition: int, offsets: list[int]) -> int:
+        """Remove single records (compaction); returns bytes removed."""
+        if not offsets:
+            return 0
+        pid = self._pid(topic, partition)
+        lo = pid << OFFSET_BITS
+        ids = [lo + o for o in offsets]
+        marks = ",".join("?" * len(ids))
+        with self._write() as db:
+            size = db.execute(
+                f"SELECT coalesce(sum(length(value) + coalesce(length(meta), 0)), 0) FROM records WHERE id IN ({marks})",
+                ids,
+            ).fetchone()[0]
+            db.execute(f"DELETE FROM records WHERE id IN ({marks})", ids)
+            # Appends continue after the highest offset ever given, even when
+            # compaction removed the newest record.
+            db.execute(
+                "UPDATE partitions SET base_offset = max(base_offset, ?1) WHERE id = ?2", (max(offsets), pid)
+            )
+        return size
+
+    def record_clean(self, topic: str, report: dict[str, Any]) -> None:
+        with self._write() as db:
+            db.execute("UPDATE topics SET last_clean = ? WHERE name = ?", (json.dumps(report), topic))
+
+    def last_clean(self, topic: str) -> dict[str, Any] | None:
+        with self._read() as conn:
+            row = conn.execute("SELECT last_clean FROM topics WHERE name = ?", (topic,)).fetchone()
+        return json.loads(row[0]) if row and row[0] else None
+
+    def reclaim(self, pages: int = 2000) -> int:
+        """Give up to `pages` free pages back to the file system; returns how many were free."""
+        if self.memory:
+            return 0
+        with self._lock:
+            free = self._db.execute("PRAGMA freelist_count").fetchone()[0]
+            if free:
+                self._db.execute(f"PRAGMA incremental_vacuum({int(pages)})").fetchall()
+        return free
+
+    def file_bytes(self) -> int:
+        if self.memory:
+            return 0
+        with self._read() as conn:
+            count = conn.execute("PRAGMA page_count").fetchone()[0]
+            size = conn.execute("PRAGMA page_size").fetchone()[0]
+        return count * size
