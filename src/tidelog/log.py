@@ -16,7 +16,9 @@ from .config import MAX_PARTITIONS, TopicConfig, check_int, check_name
 from .errors import (
     InvalidRequest,
     MessageTooLarge,
+    OffsetOutOfRange,
     TopicConflict,
+    UnknownPartition,
     UnknownTopic,
 )
 from .notify import AppendNotifier, Listener
@@ -486,6 +488,29 @@ class Consumer:
         if tp not in self._position:
             self._position[tp] = self.log.store.committed(self.group, topic, partition)
         return self._position[tp]
+
+    def set_position(self, topic: str, partition: int, offset: int) -> None:
+        """Make this consumer's next fetch start after `offset`.
+
+        Unlike `seek`, the group's committed offset does not change, and later
+        commits still only move it forward (Kafka's in-memory seek): a way to
+        re-read or to skip without rewinding the group.
+        """
+        self._check(topic, partition)
+        check_int("offset", offset, 0)
+        parts = {p.partition: p for p in self.log.describe(topic).partitions}
+        if partition not in parts:
+            raise UnknownPartition(
+                f"topic {topic!r} has partitions 0..{len(parts) - 1}; partition {partition} does not exist"
+            )
+        last = parts[partition].last_offset
+        if offset > last:
+            raise OffsetOutOfRange(
+                f"offset {offset} is past the end of {topic!r}/{partition} (last offset {last})",
+                first=parts[partition].first_offset,
+                last=last,
+            )
+        self._position[(topic, partition)] = offset
 
     def commit(
         self, topic: str | Message | None = None, partition: int | None = None, offset: int | None = None
