@@ -23,6 +23,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import click
@@ -160,25 +161,25 @@ def _check_partition(info: tidelog.TopicInfo, partition: int) -> None:
         )
 
 
-def _start_at(
-    log: tidelog.Log, consumer: tidelog.Consumer, topic: str, partitions: list[int], start: str | int
-) -> None:
+def _start_positions(log: tidelog.Log, topic: str, partitions: list[int], start: str | int) -> dict[int, int]:
+    """Where --from puts each partition: the offset its next record follows."""
     described = {p.partition: p for p in log.describe(topic).partitions}
+    positions = {}
     for partition in partitions:
         p = described[partition]
         if start == "earliest":
-            position = p.first_offset - 1
+            positions[partition] = p.first_offset - 1
         elif start == "latest":
-            position = p.last_offset
+            positions[partition] = p.last_offset
+        elif int(start) - 1 <= p.last_offset:
+            positions[partition] = int(start) - 1
         else:
-            position = int(start) - 1
-            if position > p.last_offset:
-                raise tidelog.OffsetOutOfRange(
-                    f"--from {start} is past the end of {topic!r}/{partition} (last offset {p.last_offset})",
-                    first=p.first_offset,
-                    last=p.last_offset,
-                )
-        consumer.set_position(topic, partition, position)
+            raise tidelog.OffsetOutOfRange(
+                f"--from {start} is past the end of {topic!r}/{partition} (last offset {p.last_offset})",
+                first=p.first_offset,
+                last=p.last_offset,
+            )
+    return positions
 
 
 @click.command()
@@ -217,29 +218,23 @@ def consume(
     if partition is not None:
         _check_partition(info, partition)
     partitions = [partition] if partition is not None else list(range(info.partitions))
-    consumer = log.consumer(group)
     if exclude_producer is not None:
         check_name("producer", exclude_producer)
-    if start is not None:
-        _start_at(log, consumer, topic, partitions, start)
-    printer = Printer(click.get_text_stream("stdout"), None if no_commit else consumer, topic)
-    waiter = Waiter(log, topic, [partition] if partition is not None else None) if follow else None
+    # Every check before the group is registered: bad input changes nothing.
+    positions = {} if start is None else _start_positions(log, topic, partitions, start)
+    consumer = log.consumer(group)
+    for p, position in positions.items():
+        consumer.set_position(topic, p, position)
+    printer = Printer(sys.stdout, None if no_commit else consumer, topic)
+    run = Consumption(log, consumer, topic, partitions, printer, limit, exclude_producer)
+    if follow:
+        run.waiter = Waiter(log, topic, [partition] if partition is not None else None)
+        run.all_partitions = partition is None
     stop = StopSignals()
     try:
         with stop.installed():
             try:
-                _loop(
-                    log,
-                    consumer,
-                    topic,
-                    partition,
-                    partitions,
-                    printer,
-                    waiter,
-                    stop,
-                    limit,
-                    exclude_producer,
-                )
+                run.run(stop)
             except _Stopped:
                 pass  # a signal while waiting: nothing is half printed
             printer.flush_and_commit()
@@ -252,49 +247,60 @@ def consume(
             "stopped by a second signal before the last commit; the group may see its last records again"
         ) from None
     finally:
-        if waiter is not None:
-            waiter.close()
+        if run.waiter is not None:
+            run.waiter.close()
 
 
-def _loop(
-    log: tidelog.Log,
-    consumer: tidelog.Consumer,
-    topic: str,
-    partition: int | None,
-    partitions: list[int],
-    printer: Printer,
-    waiter: Waiter | None,
-    stop: StopSignals,
-    limit: int | None,
-    exclude_producer: str | None,
-) -> None:
-    while not stop.requested:
-        if waiter is not None:
-            waiter.before_pass()
+@dataclass
+class Consumption:
+    """One run of `tidelog consume`: fetch, print, flush, commit, and wait when following."""
+
+    log: tidelog.Log
+    consumer: tidelog.Consumer
+    topic: str
+    partitions: list[int]
+    printer: Printer
+    limit: int | None = None
+    exclude_producer: str | None = None
+    waiter: Waiter | None = None  # set when following
+    all_partitions: bool = True  # take in partitions added while following
+
+    def done(self) -> bool:
+        return self.limit is not None and self.printer.printed >= self.limit
+
+    def run(self, stop: StopSignals) -> None:
+        while not stop.requested:
+            if self.waiter is not None:
+                self.waiter.before_pass()
+            moved = self.fetch_pass(stop)
+            self.printer.flush_and_commit()
+            if self.done():
+                return
+            if moved:
+                continue
+            if self.waiter is None:
+                return  # caught up and not following
+            with stop.wait():
+                self.waiter.wait(self.consumer)
+            if self.all_partitions:
+                # The topic may have grown (or been deleted) meanwhile.
+                count = self.log.topic(self.topic).partitions
+                self.partitions.extend(range(len(self.partitions), count))
+
+    def fetch_pass(self, stop: StopSignals) -> bool:
+        """Fetch once from every partition; True when any position moved."""
         moved = False
-        for p in partitions:
-            want = FETCH if limit is None else min(FETCH, limit - printer.printed)
-            before = consumer.position(topic, p)
-            messages = consumer.fetch(topic, p, want, exclude_producer=exclude_producer)
-            position = consumer.position(topic, p)
+        for p in self.partitions:
+            want = FETCH if self.limit is None else min(FETCH, self.limit - self.printer.printed)
+            before = self.consumer.position(self.topic, p)
+            messages = self.consumer.fetch(self.topic, p, want, exclude_producer=self.exclude_producer)
+            position = self.consumer.position(self.topic, p)
             if position != before:
                 moved = True
-                printer.write(p, messages, position)
-            if (limit is not None and printer.printed >= limit) or stop.requested:
+                self.printer.write(p, messages, position)
+            if self.done() or stop.requested:
                 break
-        printer.flush_and_commit()
-        if limit is not None and printer.printed >= limit:
-            return
-        if moved:
-            continue
-        if waiter is None:
-            return  # caught up and not following
-        with stop.wait():
-            waiter.wait(consumer)
-        if partition is None:
-            # Partitions may have been added (or the topic deleted) meanwhile.
-            count = log.topic(topic).partitions
-            partitions.extend(range(len(partitions), count))
+        return moved
 
 
 def _silence_stdout() -> None:
@@ -322,7 +328,7 @@ def _silence_stdout() -> None:
 def read(session: Session, topic: str, partition: int, after: int, limit: int) -> None:
     """Print records of one partition after an offset, as NDJSON, without a group."""
     log = session.log()
-    out = click.get_text_stream("stdout")
+    out = sys.stdout
     printer = Printer(out, None, topic)
     while limit > 0:
         messages = log.read(topic, partition, after=after, limit=min(limit, MAX_READ))

@@ -176,7 +176,7 @@ def produce(
     if data is not None:
         write_one(producer, topic, data, options, ranges, session.json)
     else:
-        read_lines(click.get_binary_stream("stdin"), batch, write, ranges)
+        read_lines(sys.stdin.buffer, batch, write, ranges)
     if not session.json:
         table(["PARTITION", "FIRST", "LAST", "COUNT"], ranges.rows, right=(0, 1, 2, 3))
 
