@@ -16,10 +16,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tidelog
 from conformance.conftest import snapshot
 from tidelog.cli.app import cli
+from tidelog.cli.output import record_line
 
 SCRIPT = Path(sys.executable).with_name("tidelog")
 # The installed console script when the venv has it, else the module.
@@ -177,6 +180,54 @@ def test_progress_bar_on_a_terminal_and_none_when_piped(db, tmp_path):
 
 
 # --- in-process -------------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    value=json_values | st.text() | st.binary(),
+    key=st.none() | st.text(max_size=10) | st.binary(max_size=10),
+    headers=st.lists(
+        st.tuples(st.text(min_size=1, max_size=5), st.text(max_size=5) | st.binary(max_size=5)), max_size=3
+    ),
+    producer=st.none() | st.from_regex(r"[a-z0-9.-]{1,8}", fullmatch=True),
+)
+def test_a_record_line_is_one_line_of_json_that_gives_the_record_back(
+    tmp_path, value, key, headers, producer
+):
+    with tidelog.open(str(tmp_path / "lines.db")) as log:
+        log.create_topic("t")
+        sent = log.producer(producer).send("t", value, key=key, headers=headers)
+        [msg] = log.read("t", 0, after=sent.offset - 1, limit=1)
+    line = record_line(msg)
+    assert line.endswith("\n") and "\n" not in line[:-1]
+    got = json.loads(line)
+
+    def raw(field):  # a key or header value as printed, back to bytes
+        return (
+            None
+            if field is None
+            else field.encode()
+            if isinstance(field, str)
+            else base64.b64decode(field["base64"])
+        )
+
+    assert got["format"] == msg.format
+    assert (raw(got["data"]) if msg.format == "bytes" else got["data"]) == msg.data
+    assert raw(got["key"]) == msg.key
+    assert [(name, raw(v)) for name, v in got["headers"]] == msg.headers
+    assert got["producer"] == producer
+    assert (got["topic"], got["partition"], got["offset"], got["timestamp"]) == (
+        "t",
+        0,
+        sent.offset,
+        sent.timestamp,
+    )
 
 
 def test_topics_create_list_describe_grow_delete(run, db):

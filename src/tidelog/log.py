@@ -7,6 +7,7 @@ chooses partitions, encodes payloads and turns store rows into Messages.
 from __future__ import annotations
 
 import itertools
+import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -272,7 +273,9 @@ class Producer:
             check_name("producer", id)
         self.log = log
         self.id = id
-        self._spread = itertools.count()
+        # Round-robin from a random start: short-lived producers (one CLI
+        # call, one request) would otherwise all begin on partition 0.
+        self._spread = itertools.count(random.randrange(MAX_PARTITIONS))
 
     def _partition(self, topic: str, key: bytes | None, partition: int | None) -> tuple[int, int]:
         """(partition, max_message_bytes) for a send."""
