@@ -481,6 +481,7 @@ BAD_INPUT = [
     (["offsets", "nope", "t"], None, 1, "group 'nope' does not exist"),
     (["offsets", "g", "nope", "--partition", "0", "--set", "1"], None, 1, "topic 'nope' does not exist"),
     (["offsets", "g", "t", "--partition", "0", "--set", "99"], None, 1, "past the end"),
+    (["offsets", "new", "t", "--partition", "0", "--set", "99"], None, 1, "past the end"),
     (["offsets", "g", "t", "--partition", "0", "--set", "-1"], None, 2, "--set"),
     (["offsets", "g", "t", "--set", "1"], None, 2, "--set needs --partition"),
     (["nonsense"], None, 2, "No such command"),

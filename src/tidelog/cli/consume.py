@@ -31,7 +31,7 @@ import click
 import tidelog
 from tidelog.config import check_name
 
-from .context import Session, common_options, pass_session
+from .context import Session, check_partition, common_options, pass_session
 from .output import write_records
 
 FETCH = 500  # records a fetch: the most printed before a commit
@@ -126,39 +126,31 @@ class Printer:
 class Waiter:
     """Blocks until a partition being consumed may hold new records.
 
-    One partition: `Log.wait_for_records`. Several: a `Log.listen` callback
-    sets an event; it is cleared before each pass over the partitions so an
-    append during the pass is never missed.
+    One partition: `Log.wait_for_records`. All of a topic's: a `Log.listen`
+    callback sets an event; it is cleared before each pass over the
+    partitions so an append during the pass is never missed.
     """
 
-    def __init__(self, log: tidelog.Log, topic: str, partitions: list[int] | None):
+    def __init__(self, log: tidelog.Log, topic: str, partition: int | None):
         self.log = log
         self.topic = topic
-        self.single = partitions[0] if partitions is not None and len(partitions) == 1 else None
+        self.partition = partition
         self.event = threading.Event()
-        self._stop_listening = None if self.single is not None else log.listen(lambda *_: self.event.set())
+        self._stop_listening = None if partition is not None else log.listen(lambda *_: self.event.set())
 
     def before_pass(self) -> None:
         self.event.clear()
 
     def wait(self, consumer: tidelog.Consumer) -> None:
-        if self.single is not None:
-            self.log.wait_for_records(
-                self.topic, self.single, consumer.position(self.topic, self.single), WAIT_S
-            )
+        if self.partition is not None:
+            after = consumer.position(self.topic, self.partition)
+            self.log.wait_for_records(self.topic, self.partition, after, WAIT_S)
         else:
             self.event.wait(WAIT_S)
 
     def close(self) -> None:
         if self._stop_listening is not None:
             self._stop_listening()
-
-
-def _check_partition(info: tidelog.TopicInfo, partition: int) -> None:
-    if partition >= info.partitions:
-        raise tidelog.UnknownPartition(
-            f"topic {info.name!r} has partitions 0..{info.partitions - 1}; partition {partition} does not exist"
-        )
 
 
 def _start_positions(log: tidelog.Log, topic: str, partitions: list[int], start: str | int) -> dict[int, int]:
@@ -215,8 +207,7 @@ def consume(
     """
     log = session.log()
     info = log.topic(topic)
-    if partition is not None:
-        _check_partition(info, partition)
+    check_partition(info, partition)
     partitions = [partition] if partition is not None else list(range(info.partitions))
     if exclude_producer is not None:
         check_name("producer", exclude_producer)
@@ -228,7 +219,7 @@ def consume(
     printer = Printer(sys.stdout, None if no_commit else consumer, topic)
     run = Consumption(log, consumer, topic, partitions, printer, limit, exclude_producer)
     if follow:
-        run.waiter = Waiter(log, topic, [partition] if partition is not None else None)
+        run.waiter = Waiter(log, topic, partition)
         run.all_partitions = partition is None
     stop = StopSignals()
     try:
@@ -328,16 +319,15 @@ def _silence_stdout() -> None:
 def read(session: Session, topic: str, partition: int, after: int, limit: int) -> None:
     """Print records of one partition after an offset, as NDJSON, without a group."""
     log = session.log()
-    out = sys.stdout
-    printer = Printer(out, None, topic)
-    while limit > 0:
-        messages = log.read(topic, partition, after=after, limit=min(limit, MAX_READ))
-        if not messages:
-            break
-        printer.write(partition, messages, messages[-1].offset)
-        after = messages[-1].offset
-        limit -= len(messages)
+    printer = Printer(sys.stdout, None, topic)
     try:
+        while limit > 0:
+            messages = log.read(topic, partition, after=after, limit=min(limit, MAX_READ))
+            if not messages:
+                break
+            printer.write(partition, messages, messages[-1].offset)
+            after = messages[-1].offset
+            limit -= len(messages)
         printer.flush_and_commit()
     except BrokenPipeError:
         _silence_stdout()

@@ -67,3 +67,11 @@ def common_options(f: F) -> F:
 
 
 pass_session = click.make_pass_decorator(Session)
+
+
+def check_partition(info: tidelog.TopicInfo, partition: int | None) -> None:
+    """Refuse a partition the topic does not have, before anything is written."""
+    if partition is not None and partition >= info.partitions:
+        raise tidelog.UnknownPartition(
+            f"topic {info.name!r} has partitions 0..{info.partitions - 1}; partition {partition} does not exist"
+        )

@@ -7,7 +7,7 @@ import click
 import tidelog
 from tidelog.config import check_name
 
-from .context import Session, common_options, pass_session
+from .context import Session, check_partition, common_options, pass_session
 from .output import emit, table
 
 
@@ -91,12 +91,14 @@ def offsets(session: Session, group: str, topic: str, partition: int | None, off
     if offset is not None and partition is None:
         raise click.UsageError("--set needs --partition")
     log = session.log()
-    info = log.topic(topic)
-    if partition is not None and partition >= info.partitions:
-        raise tidelog.UnknownPartition(
-            f"topic {topic!r} has partitions 0..{info.partitions - 1}; partition {partition} does not exist"
-        )
+    check_partition(log.topic(topic), partition)
     if offset is not None:
+        # Checked here too so that a refused --set does not register a new group.
+        last = log.describe(topic).partitions[partition].last_offset
+        if offset > last:
+            raise tidelog.OffsetOutOfRange(
+                f"offset {offset} is past the end of {topic!r}/{partition} (last offset {last})", last=last
+            )
         log.consumer(group).seek(topic, partition, offset)  # creates the group if it is new
     else:
         _known_group(log, group)

@@ -18,7 +18,7 @@ import json
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, BinaryIO
 
@@ -26,7 +26,7 @@ import click
 
 import tidelog
 
-from .context import Session, common_options, pass_session
+from .context import Session, check_partition, common_options, pass_session
 from .output import emit, table
 
 DEFAULT_CHUNK = 1000
@@ -156,10 +156,7 @@ def produce(
         info = log.topic(topic)  # fail before reading any input
     except tidelog.UnknownTopic as e:
         raise tidelog.UnknownTopic(f"{e}; create it first: tidelog topics create {topic}") from None
-    if partition is not None and partition >= info.partitions:
-        raise tidelog.UnknownPartition(
-            f"topic {topic!r} has partitions 0..{info.partitions - 1}; partition {partition} does not exist"
-        )
+    check_partition(info, partition)
     producer = log.producer(producer_id)
     options = {"key": key, "partition": partition, "headers": headers or None}
     ranges = Ranges()
@@ -191,7 +188,9 @@ def write_one(
         emit(sent_json(batch))
 
 
-def read_lines(stream: BinaryIO, chunk_size: int, write: Any, ranges: Ranges) -> None:
+def read_lines(
+    stream: BinaryIO, chunk_size: int, write: Callable[[list[Any], int, int], None], ranges: Ranges
+) -> None:
     """Parse stdin line by line and hand full chunks to `write`."""
     chunk: list[Any] = []
     first_line = lineno = read = 0
