@@ -7,6 +7,7 @@ chooses partitions, encodes payloads and turns store rows into Messages.
 from __future__ import annotations
 
 import itertools
+import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from .errors import (
     MessageTooLarge,
     OffsetOutOfRange,
     TopicConflict,
+    UnknownPartition,
     UnknownTopic,
 )
 from .notify import AppendNotifier, Listener
@@ -330,7 +332,9 @@ class Producer:
             check_name("producer", id)
         self.log = log
         self.id = id
-        self._spread = itertools.count()
+        # Round-robin from a random start: short-lived producers (one CLI
+        # call, one request) would otherwise all begin on partition 0.
+        self._spread = itertools.count(random.randrange(MAX_PARTITIONS))
 
     def _partition(self, topic: str, key: bytes | None, partition: int | None) -> tuple[int, int]:
         """(partition, max_message_bytes) for a send."""
@@ -572,6 +576,29 @@ class Consumer:
         if tp not in self._position:
             self._position[tp] = self.log.store.committed(self.group, topic, partition)
         return self._position[tp]
+
+    def set_position(self, topic: str, partition: int, offset: int) -> None:
+        """Make this consumer's next fetch start after `offset`.
+
+        Unlike `seek`, the group's committed offset does not change, and later
+        commits still only move it forward (Kafka's in-memory seek): a way to
+        re-read or to skip without rewinding the group.
+        """
+        self._check(topic, partition)
+        check_int("offset", offset, 0)
+        parts = {p.partition: p for p in self.log.describe(topic).partitions}
+        if partition not in parts:
+            raise UnknownPartition(
+                f"topic {topic!r} has partitions 0..{len(parts) - 1}; partition {partition} does not exist"
+            )
+        last = parts[partition].last_offset
+        if offset > last:
+            raise OffsetOutOfRange(
+                f"offset {offset} is past the end of {topic!r}/{partition} (last offset {last})",
+                first=parts[partition].first_offset,
+                last=last,
+            )
+        self._position[(topic, partition)] = offset
 
     def commit(
         self, topic: str | Message | None = None, partition: int | None = None, offset: int | None = None

@@ -117,6 +117,13 @@ def test_sends_without_key_spread_across_partitions(log):
     assert {producer.send("orders", b"x").partition for _ in range(8)} == {0, 1, 2, 3}
 
 
+def test_short_lived_producers_without_key_do_not_all_start_on_one_partition(log):
+    log.create_topic("orders", partitions=4)
+    # Each producer sends once, as a command-line call does; all on one
+    # partition by chance has probability 4 * (1/4)**20.
+    assert len({log.producer().send("orders", b"x").partition for _ in range(20)}) > 1
+
+
 def test_producer_id_is_stored_and_can_be_excluded(log):
     log.create_topic("events", partitions=1)
     mine, other = log.producer(id="worker-a"), log.producer(id="worker-b")

@@ -1,0 +1,64 @@
+"""The root `tidelog` group: the store URL, output mode and the error edge.
+
+The URL defaults to `TIDELOG_URL`, else `tidelog.db` in the current
+directory; the environment is read here, at the entry point, and nowhere
+else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+import tidelog
+
+from .consume import consume, read
+from .context import DEFAULT_URL, Session
+from .groups import groups, offsets
+from .produce import produce
+from .serve import serve
+from .topics import topics
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+class TidelogGroup(click.Group):
+    """The error edge: a TidelogError becomes exit 1 with a one-line message."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except tidelog.TidelogError as e:
+            raise click.ClickException(_one_line(str(e))) from None
+
+
+@click.group(cls=TidelogGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--db",
+    "url",
+    metavar="URL",
+    envvar="TIDELOG_URL",
+    default=DEFAULT_URL,
+    show_default=True,
+    show_envvar=True,
+    help="Store URL: a file path, sqlite:///path or http://host:port.",
+)
+@click.option("--json", "json_output", is_flag=True, help="Machine output (JSON) for every command.")
+@click.version_option(tidelog.__version__, prog_name="tidelog")
+@click.pass_context
+def cli(ctx: click.Context, url: str, json_output: bool) -> None:
+    """tidelog: a durable, partitioned message log.
+
+    Records go to stdout as NDJSON, one record a line; other views are
+    aligned tables, or JSON with --json. Exit status: 0 on success, 1 on an
+    error (one line on stderr), 2 on a usage error.
+    """
+    session = ctx.obj = Session(url, json_output)
+    ctx.call_on_close(session.close)
+
+
+for command in (topics, produce, consume, read, groups, offsets, serve):
+    cli.add_command(command)

@@ -1,0 +1,507 @@
+"""The `tidelog` command: in-process through click's CliRunner, and through the
+installed script in real processes (stdin, pipes, signals, a terminal)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pty
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tidelog
+from conformance.conftest import snapshot
+from tidelog.cli.app import cli
+from tidelog.cli.output import record_line
+
+SCRIPT = Path(sys.executable).with_name("tidelog")
+# The installed console script when the venv has it, else the module.
+TIDELOG = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "tidelog.cli"]
+
+
+@pytest.fixture
+def db(tmp_path):
+    return str(tmp_path / "cli.db")
+
+
+@pytest.fixture
+def run(db):
+    """Invoke the command in-process: run("topics", "list", input=...)."""
+
+    def invoke(*args, input=None, env=None):
+        return CliRunner().invoke(cli, ["--db", db, *args], input=input, env=env, catch_exceptions=False)
+
+    return invoke
+
+
+def lines(text):
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def proc(db, *args, **kwargs):
+    return subprocess.run([*TIDELOG, "--db", db, *args], capture_output=True, text=True, timeout=60, **kwargs)
+
+
+def committed(db, group, topic, partition):
+    with tidelog.open(db) as log:
+        return log.consumer(group).committed(topic, partition)
+
+
+# --- through the real entry point, in other processes -------------------------
+
+
+def test_produce_from_stdin_then_consume_through_the_script(db):
+    assert proc(db, "topics", "create", "orders", "--partitions", "2").returncode == 0
+    records = "".join(json.dumps({"orderId": n}) + "\n" for n in range(1, 8))
+    out = proc(db, "produce", "orders", "--partition", "1", "--key", "user-7", "--json", input=records)
+    assert out.returncode == 0, out.stderr
+    [sent] = lines(out.stdout)
+    assert (sent["partition"], sent["first_offset"], sent["last_offset"], sent["count"]) == (1, 1, 7, 7)
+
+    out = proc(db, "consume", "orders", "--group", "billing")
+    assert out.returncode == 0, out.stderr
+    got = lines(out.stdout)
+    assert [r["data"] for r in got] == [{"orderId": n} for n in range(1, 8)]
+    assert {(r["topic"], r["partition"], r["key"], r["format"]) for r in got} == {
+        ("orders", 1, "user-7", "json")
+    }
+    assert [r["offset"] for r in got] == list(range(1, 8))
+    assert committed(db, "billing", "orders", 1) == 7
+    # A second run has nothing left to print.
+    again = proc(db, "consume", "orders", "--group", "billing")
+    assert (again.returncode, again.stdout) == (0, "")
+
+
+def test_python_dash_m_runs_the_same_command(db):
+    out = subprocess.run(
+        [sys.executable, "-m", "tidelog.cli", "--db", db, "topics", "create", "t", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["partitions"] == 1
+
+
+def test_errors_through_the_script_exit_1_with_one_line_and_2_on_usage(db):
+    out = proc(db, "consume", "missing", "--group", "g")
+    assert out.returncode == 1
+    assert out.stdout == ""
+    assert out.stderr.count("\n") == 1 and "topic 'missing' does not exist" in out.stderr
+    usage = proc(db, "consume", "missing")  # --group is required
+    assert usage.returncode == 2
+    assert "--group" in usage.stderr
+
+
+@pytest.mark.parametrize(
+    "partition_args, stop_signal",
+    [(["--partition", "0"], signal.SIGINT), ([], signal.SIGTERM)],
+    ids=["one-partition-sigint", "all-partitions-sigterm"],
+)
+def test_follow_wakes_on_another_process_and_a_signal_commits_the_last_printed(
+    db, partition_args, stop_signal
+):
+    with tidelog.open(db) as log:
+        log.create_topic("events", partitions=2)
+        log.producer().send_batch("events", [{"n": 1}, {"n": 2}], partition=0)
+    follower = subprocess.Popen(
+        [*TIDELOG, "--db", db, "consume", "events", "--group", "tail", "--follow", *partition_args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        printed = [json.loads(follower.stdout.readline()) for _ in range(2)]
+        assert [r["data"] for r in printed] == [{"n": 1}, {"n": 2}]
+        # Caught up, it now waits; a producer in another process wakes it.
+        sent = proc(db, "produce", "events", "--partition", "0", "--json", input='{"n": 3}\n{"n": 4}\n')
+        assert sent.returncode == 0, sent.stderr
+        printed += [json.loads(follower.stdout.readline()) for _ in range(2)]
+        assert [r["data"] for r in printed] == [{"n": n} for n in range(1, 5)]
+        follower.send_signal(stop_signal)
+        rest, err = follower.communicate(timeout=30)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.communicate()
+    assert follower.returncode == 0, err
+    assert rest == "" and err == ""
+    assert committed(db, "tail", "events", 0) == printed[-1]["offset"] == 4
+
+
+def test_progress_bar_on_a_terminal_and_none_when_piped(db, tmp_path):
+    with tidelog.open(db) as log:
+        log.create_topic("bulk")
+    data = tmp_path / "records.ndjson"
+    data.write_text("".join(f'{{"n": {n}}}\n' for n in range(5000)))
+
+    # stderr on a terminal: the bar is drawn there, stdout keeps the result.
+    leader, follower_fd = pty.openpty()
+    with data.open("rb") as stdin:
+        p = subprocess.Popen(
+            [*TIDELOG, "--db", db, "produce", "bulk", "--json"],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=follower_fd,
+        )
+        os.close(follower_fd)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal closed with the process
+                break
+            if not chunk:
+                break
+            drawn += chunk
+        out, _ = p.communicate(timeout=60)
+    os.close(leader)
+    assert p.returncode == 0
+    assert b"producing" in drawn and b"100%" in drawn
+    assert sum(r["count"] for r in lines(out.decode())) == 5000
+
+    # Piped: nothing on stderr.
+    with data.open("rb") as stdin:
+        piped = subprocess.run(
+            [*TIDELOG, "--db", db, "produce", "bulk", "--json"], stdin=stdin, capture_output=True, timeout=60
+        )
+    assert piped.returncode == 0 and piped.stderr == b""
+    assert lines(piped.stdout.decode())[0]["first_offset"] == 5001
+
+
+# --- in-process -------------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    value=json_values | st.text() | st.binary(),
+    key=st.none() | st.text(max_size=10) | st.binary(max_size=10),
+    headers=st.lists(
+        st.tuples(st.text(min_size=1, max_size=5), st.text(max_size=5) | st.binary(max_size=5)), max_size=3
+    ),
+    producer=st.none() | st.from_regex(r"[a-z0-9.-]{1,8}", fullmatch=True),
+)
+def test_a_record_line_is_one_line_of_json_that_gives_the_record_back(
+    tmp_path, value, key, headers, producer
+):
+    with tidelog.open(str(tmp_path / "lines.db")) as log:
+        log.create_topic("t")
+        sent = log.producer(producer).send("t", value, key=key, headers=headers)
+        [msg] = log.read("t", 0, after=sent.offset - 1, limit=1)
+    line = record_line(msg)
+    assert line.endswith("\n") and "\n" not in line[:-1]
+    got = json.loads(line)
+
+    def raw(field):  # a key or header value as printed, back to bytes
+        return (
+            None
+            if field is None
+            else field.encode()
+            if isinstance(field, str)
+            else base64.b64decode(field["base64"])
+        )
+
+    assert got["format"] == msg.format
+    assert (raw(got["data"]) if msg.format == "bytes" else got["data"]) == msg.data
+    assert raw(got["key"]) == msg.key
+    assert [(name, raw(v)) for name, v in got["headers"]] == msg.headers
+    assert got["producer"] == producer
+    assert (got["topic"], got["partition"], got["offset"], got["timestamp"]) == (
+        "t",
+        0,
+        sent.offset,
+        sent.timestamp,
+    )
+
+
+def test_topics_create_list_describe_grow_delete(run, db):
+    r = run("topics", "create", "orders", "--partitions", "2")
+    assert r.exit_code == 0 and "created topic orders (2 partitions)" in r.stdout
+    r = run("topics", "create", "orders", "--partitions", "2", "--json")
+    assert json.loads(r.stdout)["new"] is False
+    run("produce", "orders", "--partition", "1", input="1\n2\n3\n")
+    r = run("topics", "list")
+    header, row = r.stdout.splitlines()
+    assert header.split() == ["NAME", "PARTITIONS", "RECORDS", "CREATED"]
+    assert row.split()[:3] == ["orders", "2", "3"]
+    [listed] = lines(run("--json", "topics", "list").stdout)
+    assert (listed["name"], listed["partitions"], listed["records"]) == ("orders", 2, 3)
+    desc = json.loads(run("topics", "describe", "orders", "--json").stdout)
+    assert [(p["partition"], p["first_offset"], p["last_offset"]) for p in desc["partitions"]] == [
+        (0, 1, 0),
+        (1, 1, 3),
+    ]
+    table = run("topics", "describe", "orders").stdout.splitlines()
+    assert table[-1].split() == ["1", "1", "3", "3"]
+    assert run("topics", "add-partitions", "orders", "4").exit_code == 0
+    with tidelog.open(db) as log:
+        assert log.topic("orders").partitions == 4
+    assert run("topics", "delete", "orders").stdout == "deleted topic orders\n"
+    with tidelog.open(db) as log:
+        assert log.topics() == []
+
+
+def test_records_carry_key_headers_producer_and_every_value_format(run, db):
+    run("topics", "create", "mixed")
+    r = run(
+        "produce",
+        "mixed",
+        "--key",
+        "k1",
+        "--header",
+        "trace=abc",
+        "--header",
+        "x=a=b",
+        "--producer",
+        "cli",
+        "--data",
+        '{"a": [1, 2]}',
+    )
+    assert r.exit_code == 0, r.stderr
+    with tidelog.open(db) as log:
+        producer = log.producer()
+        producer.send("mixed", b"\x00\xffraw", key=b"\xfe\x01")
+        producer.send("mixed", "plain text")
+        producer.send("mixed", {"base64": "not bytes"})
+    got = lines(run("read", "mixed", "--partition", "0", "--limit", "10").stdout)
+    assert got[0]["key"] == "k1"
+    assert got[0]["headers"] == [["trace", "abc"], ["x", "a=b"]]
+    assert got[0]["producer"] == "cli"
+    assert (got[0]["format"], got[0]["data"]) == ("json", {"a": [1, 2]})
+    assert got[1]["format"] == "bytes"
+    assert base64.b64decode(got[1]["data"]["base64"]) == b"\x00\xffraw"
+    assert base64.b64decode(got[1]["key"]["base64"]) == b"\xfe\x01"
+    assert (got[2]["format"], got[2]["data"]) == ("text", "plain text")
+    # A JSON object shaped like the marker is told apart by its format.
+    assert (got[3]["format"], got[3]["data"]) == ("json", {"base64": "not bytes"})
+    assert [r["offset"] for r in got] == [1, 2, 3, 4]
+    assert all(isinstance(r["timestamp"], int) and r["timestamp"] > 0 for r in got)
+
+
+def test_produce_stdin_in_atomic_batches_and_reports_ranges(run, db):
+    run("topics", "create", "t")
+    r = run("produce", "t", "--batch", "3", "--json", input="1\n2\n\n3\n4\n5\n")
+    sent = lines(r.stdout)
+    assert [(s["first_offset"], s["count"]) for s in sent] == [(1, 3), (4, 2)]
+    r = run("produce", "t", "--batch", "2", input="6\n7\n8\n")
+    assert r.stdout.splitlines()[1].split() == ["0", "6", "8", "3"]  # merged into one range
+    # A bad line stops the command before its batch: earlier batches stay.
+    r = run("produce", "t", "--batch", "2", input="9\n10\n11\n{oops\n12\n")
+    assert r.exit_code == 1
+    assert r.stderr.strip() == (
+        "Error: line 4 is not JSON (Expecting property name enclosed in double quotes at column 2); "
+        "lines 3 to 4 were not written, the 2 records before were"
+    )
+    assert [m.data for m in tidelog.open(db).read("t", 0, after=8)] == [9, 10]
+
+
+def test_consume_no_commit_leaves_the_group_where_it_was(run, db):
+    run("topics", "create", "t")
+    run("produce", "t", input="1\n2\n3\n")
+    first = run("consume", "t", "--group", "g", "--no-commit")
+    second = run("consume", "t", "--group", "g", "--no-commit")
+    assert [r["data"] for r in lines(first.stdout)] == [1, 2, 3]
+    assert first.stdout == second.stdout
+    assert committed(db, "g", "t", 0) == 0
+    run("consume", "t", "--group", "g", "--limit", "2")
+    assert committed(db, "g", "t", 0) == 2
+
+
+def test_consume_from_earliest_latest_and_an_offset(run, db):
+    run("topics", "create", "t")
+    run("produce", "t", input="".join(f"{n}\n" for n in range(1, 11)))
+    run("consume", "t", "--group", "g", "--limit", "6")
+    assert committed(db, "g", "t", 0) == 6
+    # earliest re-reads from the start without rewinding the group.
+    r = run("consume", "t", "--group", "g", "--from", "earliest", "--limit", "3")
+    assert [x["offset"] for x in lines(r.stdout)] == [1, 2, 3]
+    assert committed(db, "g", "t", 0) == 6
+    # N starts at offset N; committing past the old position moves the group.
+    r = run("consume", "t", "--group", "g", "--from", "8")
+    assert [x["offset"] for x in lines(r.stdout)] == [8, 9, 10]
+    assert committed(db, "g", "t", 0) == 10
+    # latest prints only what arrives after it started: nothing here.
+    r = run("consume", "t", "--group", "other", "--from", "latest")
+    assert (r.exit_code, r.stdout) == (0, "")
+    assert committed(db, "other", "t", 0) == 0
+
+
+def test_consume_limit_spans_partitions_and_exclude_producer_skips(run, db):
+    run("topics", "create", "t", "--partitions", "3")
+    for p in range(3):
+        run("produce", "t", "--partition", str(p), input=f"{p}\n{p}\n")
+    run("produce", "t", "--partition", "2", "--producer", "me", "--data", '"mine"')
+    r = run("consume", "t", "--group", "g", "--limit", "3")
+    assert [(x["partition"], x["offset"]) for x in lines(r.stdout)] == [(0, 1), (0, 2), (1, 1)]
+    r = run("consume", "t", "--group", "g", "--exclude-producer", "me")
+    rest = lines(r.stdout)
+    assert [(x["partition"], x["offset"]) for x in rest] == [(1, 2), (2, 1), (2, 2)]
+    # The skipped record counts as done: every partition is committed to its end.
+    assert [committed(db, "g", "t", p) for p in range(3)] == [2, 2, 3]
+
+
+def test_follow_in_process_wakes_on_a_send_and_stops_at_limit(run, db):
+    run("topics", "create", "live")
+
+    def send_later():
+        time.sleep(0.3)
+        with tidelog.open(db) as log:
+            log.producer().send_batch("live", ["a", "b"], partition=0)
+
+    sender = threading.Thread(target=send_later)
+    sender.start()
+    r = run("consume", "live", "--group", "g", "--follow", "--limit", "2")
+    sender.join()
+    assert [x["data"] for x in lines(r.stdout)] == ["a", "b"]
+    assert committed(db, "g", "live", 0) == 2
+
+
+def test_groups_describe_lag_and_offsets_set(run, db):
+    run("topics", "create", "t", "--partitions", "2")
+    run("produce", "t", "--partition", "0", input="".join(f"{n}\n" for n in range(5)))
+    run("produce", "t", "--partition", "1", input="1\n")
+    run("consume", "t", "--group", "g", "--partition", "0", "--limit", "2")
+    rows = lines(run("groups", "describe", "g", "--json").stdout)
+    assert [(x["partition"], x["committed"], x["last_offset"], x["lag"]) for x in rows] == [
+        (0, 2, 5, 3),
+        (1, 0, 1, 1),
+    ]
+    table = run("groups", "describe", "g").stdout.splitlines()
+    assert table[0].split() == ["TOPIC", "PARTITION", "COMMITTED", "LAST", "LAG"]
+    assert table[1].split() == ["t", "0", "2", "5", "3"]
+    [listed] = lines(run("groups", "list", "--json").stdout)
+    assert listed == {"group": "g", "topics": ["t"], "lag": 4}
+
+    # offsets --set moves the group back; the next consume resumes at N + 1.
+    r = run("offsets", "g", "t", "--partition", "0", "--set", "1")
+    assert r.exit_code == 0 and r.stdout.splitlines()[1].split() == ["t", "0", "1", "5", "4"]
+    assert committed(db, "g", "t", 0) == 1
+    r = run("consume", "t", "--group", "g", "--partition", "0", "--limit", "1")
+    assert lines(r.stdout)[0]["offset"] == 2
+    shown = lines(run("offsets", "g", "t", "--json").stdout)
+    assert [(x["partition"], x["committed"]) for x in shown] == [(0, 2), (1, 0)]
+
+
+def test_db_comes_from_tidelog_url_and_a_later_flag_wins(db, tmp_path):
+    runner = CliRunner()
+    r = runner.invoke(cli, ["topics", "create", "from-env"], env={"TIDELOG_URL": db})
+    assert r.exit_code == 0
+    other = str(tmp_path / "other.db")
+    r = runner.invoke(
+        cli, ["--db", db, "topics", "create", "elsewhere", "--db", other], env={"TIDELOG_URL": None}
+    )
+    assert r.exit_code == 0
+    with tidelog.open(db) as log:
+        assert [t.name for t in log.topics()] == ["from-env"]
+    with tidelog.open(other) as log:
+        assert [t.name for t in log.topics()] == ["elsewhere"]
+
+
+def test_serve_without_the_server_extra_names_it(run, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tidelog.server", None)  # as if not installed
+    r = run("serve", "--port", "0")
+    assert r.exit_code == 1
+    assert "pip install 'tidelog[server]'" in r.stderr
+    assert r.stderr.count("\n") == 1
+
+
+def test_serve_tls_needs_cert_and_key(run, tmp_path):
+    cert = tmp_path / "cert.pem"
+    cert.write_text("x")
+    r = run("serve", "--tls-cert", str(cert))
+    assert r.exit_code == 2 and "--tls-cert and --tls-key go together" in r.stderr
+
+
+def test_missing_cli_extra_names_it(monkeypatch, capsys):
+    import tidelog.cli as entry
+
+    monkeypatch.setitem(sys.modules, "click", None)
+    monkeypatch.delitem(sys.modules, "tidelog.cli.app")
+    with pytest.raises(SystemExit) as exit_:
+        entry.main(["topics", "list"])
+    assert exit_.value.code == 1
+    assert "pip install 'tidelog[cli]'" in capsys.readouterr().err
+
+
+# --- bad input: a specific error, and nothing written ----------------------------
+
+BAD_INPUT = [
+    # (arguments, stdin, exit code, part of the message)
+    (["produce", "nope", "--data", "1"], None, 1, "topic 'nope' does not exist"),
+    (["produce", "t", "--partition", "2", "--data", "1"], None, 1, "partition 2 does not exist"),
+    (["produce", "bad name", "--data", "1"], None, 1, "invalid topic name"),
+    (["produce", "t"], '{"a": 1}\nnot json\n', 1, "line 2 is not JSON"),
+    (["produce", "t"], "NaN\n", 1, "line 1 was not written"),
+    (["produce", "t", "--producer", "bad name", "--data", "1"], None, 1, "invalid producer name"),
+    (["produce", "t", "--header", "novalue", "--data", "1"], None, 2, "is not NAME=VALUE"),
+    (["produce", "t", "--header", "=v", "--data", "1"], None, 2, "is not NAME=VALUE"),
+    (["produce", "t", "--data", "{oops"], None, 2, "not JSON"),
+    (["produce", "t", "--partition", "-1", "--data", "1"], None, 2, "--partition"),
+    (["produce", "t", "--batch", "0"], "1\n", 2, "--batch"),
+    (["consume", "nope", "--group", "g"], None, 1, "topic 'nope' does not exist"),
+    (["consume", "t", "--group", "g", "--partition", "5"], None, 1, "partition 5 does not exist"),
+    (["consume", "t", "--group", "bad name"], None, 1, "invalid group name"),
+    (["consume", "t", "--group", "g", "--from", "99"], None, 1, "--from 99 is past the end"),
+    (["consume", "t", "--group", "g", "--from", "-3"], None, 2, "--from"),
+    (["consume", "t", "--group", "g", "--from", "0"], None, 2, "must be >= 1"),
+    (["consume", "t", "--group", "g", "--from", "soon"], None, 2, "is not earliest, latest or an offset"),
+    (["consume", "t", "--group", "g", "--limit", "0"], None, 2, "--limit"),
+    (["consume", "t", "--group", "g", "--limit", "-1"], None, 2, "--limit"),
+    (["consume", "t", "--group", "g", "--exclude-producer", "bad name"], None, 1, "invalid producer name"),
+    (["consume", "t"], None, 2, "--group"),
+    (["read", "t", "--partition", "9"], None, 1, "partition 9 does not exist"),
+    (["read", "t", "--partition", "0", "--after", "-1"], None, 2, "--after"),
+    (["read", "t"], None, 2, "--partition"),
+    (["topics", "create", "bad name"], None, 1, "invalid topic name"),
+    (["topics", "create", "t", "--partitions", "3"], None, 1, "exists with 2 partitions"),
+    (["topics", "create", "u", "--partitions", "0"], None, 2, "--partitions"),
+    (["topics", "create", "u", "--partitions", "-1"], None, 2, "--partitions"),
+    (["topics", "describe", "nope"], None, 1, "topic 'nope' does not exist"),
+    (["topics", "delete", "nope"], None, 1, "topic 'nope' does not exist"),
+    (["topics", "add-partitions", "t", "1"], None, 1, "partitions never shrink"),
+    (["topics", "add-partitions", "t", "-1"], None, 2, "PARTITIONS"),
+    (["groups", "describe", "nope"], None, 1, "group 'nope' does not exist"),
+    (["groups", "describe", "g", "--topic", "nope"], None, 1, "topic 'nope' does not exist"),
+    (["offsets", "nope", "t"], None, 1, "group 'nope' does not exist"),
+    (["offsets", "g", "nope", "--partition", "0", "--set", "1"], None, 1, "topic 'nope' does not exist"),
+    (["offsets", "g", "t", "--partition", "0", "--set", "99"], None, 1, "past the end"),
+    (["offsets", "new", "t", "--partition", "0", "--set", "99"], None, 1, "past the end"),
+    (["offsets", "g", "t", "--partition", "0", "--set", "-1"], None, 2, "--set"),
+    (["offsets", "g", "t", "--set", "1"], None, 2, "--set needs --partition"),
+    (["nonsense"], None, 2, "No such command"),
+]
+
+
+@pytest.mark.parametrize(
+    "args, stdin, code, message", BAD_INPUT, ids=[" ".join(case[0]) for case in BAD_INPUT]
+)
+def test_bad_input_is_refused_and_changes_nothing(run, db, args, stdin, code, message):
+    with tidelog.open(db) as log:
+        log.create_topic("t", partitions=2)
+        log.producer().send_batch("t", [1, 2, 3], partition=0)
+        log.consumer("g").commit("t", 0, 2)
+        before = snapshot(log)
+    r = run(*args, input=stdin)
+    assert r.exit_code == code
+    assert r.stdout == ""
+    assert message in r.stderr
+    if code == 1:
+        assert r.stderr.startswith("Error: ") and r.stderr.count("\n") == 1
+    with tidelog.open(db) as log:
+        assert snapshot(log) == before
