@@ -505,3 +505,41 @@ def test_bad_input_is_refused_and_changes_nothing(run, db, args, stdin, code, me
         assert r.stderr.startswith("Error: ") and r.stderr.count("\n") == 1
     with tidelog.open(db) as log:
         assert snapshot(log) == before
+
+
+def test_consume_without_partition_joins_the_group_as_a_member(db):
+    with tidelog.open(db) as log:
+        log.create_topic("shared", partitions=4)
+    members = [
+        subprocess.Popen(
+            [*TIDELOG, "--db", db, "consume", "shared", "--group", "g", "--follow"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    try:
+        with tidelog.open(db) as log:
+            deadline = time.monotonic() + 30
+            # Wait until the two members split the partitions between them.
+            while time.monotonic() < deadline:
+                held = [len(m.partitions) for m in log.group("g").members()]
+                if sorted(held) == [2, 2]:
+                    break
+                time.sleep(0.1)
+            assert sorted(held) == [2, 2]
+            producer = log.producer()
+            for p in range(4):
+                producer.send_batch("shared", [f"{p}-{i}" for i in range(5)], partition=p)
+            while time.monotonic() < deadline and any(x.lag for x in log.describe_group("g", ["shared"])):
+                time.sleep(0.1)
+    finally:
+        for m in members:
+            m.send_signal(signal.SIGINT)
+        outs = [m.communicate(timeout=30) for m in members]
+    assert [m.returncode for m in members] == [0, 0], [err for _, err in outs]
+    printed = [{(r["partition"], r["offset"]) for r in lines(out)} for out, _ in outs]
+    assert printed[0] | printed[1] == {(p, o) for p in range(4) for o in range(1, 6)}
+    assert {p for p, _ in printed[0]}.isdisjoint({p for p, _ in printed[1]})
+    assert all(committed(db, "g", "shared", p) == 5 for p in range(4))

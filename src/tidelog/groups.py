@@ -181,6 +181,14 @@ class GroupConsumer:
         )
         self._apply(sync)
 
+    def set_position(self, topic: str, partition: int, offset: int) -> None:
+        """Move where this member's next poll of a held partition starts
+        (after `offset`), without touching the committed offset."""
+        with self._lock:
+            if (topic, partition) not in self._position:
+                raise NotAssigned(f"{topic!r}/{partition} is not held by member {self.member_id!r}")
+            self._position[(topic, partition)] = offset
+
     def assignment(self) -> list[TopicPartition]:
         """The (topic, partition) pairs this member holds now."""
         with self._lock:
@@ -210,9 +218,11 @@ class GroupConsumer:
             owned = list(self._owned)
         if not owned:
             return []
-        self._rotate = (self._rotate + 1) % len(owned)
+        # Start each poll one partition further, so none starves under a limit.
+        first = self._rotate % len(owned)
+        self._rotate = first + 1
         out: list[Message] = []
-        for tp in owned[self._rotate :] + owned[: self._rotate]:
+        for tp in owned[first:] + owned[:first]:
             left = max_messages - len(out)
             if left <= 0:
                 break

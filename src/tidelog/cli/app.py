@@ -16,6 +16,7 @@ import tidelog
 from .consume import consume, read
 from .context import DEFAULT_URL, Session
 from .groups import groups, offsets
+from .maintenance import clean, jobs
 from .produce import produce
 from .serve import serve
 from .topics import topics
@@ -60,5 +61,5 @@ def cli(ctx: click.Context, url: str, json_output: bool) -> None:
     ctx.call_on_close(session.close)
 
 
-for command in (topics, produce, consume, read, groups, offsets, serve):
+for command in (topics, produce, consume, read, groups, offsets, serve, clean, jobs):
     cli.add_command(command)

@@ -200,10 +200,12 @@ def consume(
 ) -> None:
     """Print TOPIC's records for GROUP as NDJSON, and commit what was printed.
 
-    Reads every partition (or --partition) from the group's committed offset
-    + 1, or from --from: earliest, latest (only new records) or offset N
-    onwards. --from does not rewind the group: commits only move forward.
-    Without --follow it stops at the end of the partitions.
+    Without --partition it joins GROUP as a member and reads the partitions
+    the group assigns it (all of them when it is alone); with --partition it
+    reads that partition by hand. Each starts from the group's committed
+    offset + 1, or from --from: earliest, latest (only new records) or offset
+    N onwards. --from does not rewind the group: commits only move forward.
+    Without --follow it stops at the end of its partitions.
     """
     log = session.log()
     info = log.topic(topic)
@@ -213,6 +215,15 @@ def consume(
         check_name("producer", exclude_producer)
     # Every check before the group is registered: bad input changes nothing.
     positions = {} if start is None else _start_positions(log, topic, partitions, start)
+    if partition is None:
+        # No partition named: join the group and share the topic with its other members.
+        from .member import consume_as_member
+
+        try:
+            consume_as_member(log, topic, group, start, limit, follow, no_commit, exclude_producer)
+        except BrokenPipeError:
+            _silence_stdout()
+        return
     consumer = log.consumer(group)
     for p, position in positions.items():
         consumer.set_position(topic, p, position)

@@ -64,9 +64,19 @@ def list_topics(session: Session) -> None:
     type=click.IntRange(min=1),
     help="Largest record (value, key and headers) the topic takes.",
 )
+@click.option(
+    "--config",
+    "-c",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A topic setting, e.g. retention_ms=7d, retention_bytes=1GiB, cleanup_policy=compact, retention=consumed.",
+)
 @common_options
 @pass_session
-def create_topic(session: Session, name: str, partitions: int, max_message_bytes: int | None) -> None:
+def create_topic(
+    session: Session, name: str, partitions: int, max_message_bytes: int | None, settings: tuple[str, ...]
+) -> None:
     """Create topic NAME; succeeds unchanged when it exists with these settings."""
     log = session.log()
     try:
@@ -74,13 +84,42 @@ def create_topic(session: Session, name: str, partitions: int, max_message_bytes
         new = False
     except tidelog.UnknownTopic:
         new = True
-    config = {} if max_message_bytes is None else {"max_message_bytes": max_message_bytes}
+    config: dict = parse_settings(settings)
+    if max_message_bytes is not None:
+        config["max_message_bytes"] = max_message_bytes
     info = log.create_topic(name, partitions, **config)
     if session.json:
         emit(topic_json(info, new=new))
     else:
         verb = "created topic" if new else "topic exists:"
         click.echo(f"{verb} {info.name} ({_plural(info.partitions, 'partition')})")
+
+
+def parse_settings(settings: tuple[str, ...]) -> dict:
+    """KEY=VALUE pairs; numbers become integers, `none` clears a bound."""
+    out: dict = {}
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--config")
+        out[key.strip()] = None if value.lower() == "none" else (int(value) if value.isdigit() else value)
+    return out
+
+
+@topics.command("alter")
+@click.argument("name")
+@click.option("--config", "-c", "settings", multiple=True, metavar="KEY=VALUE", required=True)
+@common_options
+@pass_session
+def alter_topic(session: Session, name: str, settings: tuple[str, ...]) -> None:
+    """Change settings of topic NAME (retention, compaction, limits)."""
+    info = session.log().alter_topic(name, **parse_settings(settings))
+    if session.json:
+        emit(topic_json(info))
+    else:
+        click.echo(
+            f"altered topic {info.name}: " + ", ".join(f"{k}={v}" for k, v in sorted(info.config.items()))
+        )
 
 
 @topics.command("describe")
