@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .log import Log
 
 DEFAULT_CHUNK = 2000
+RECLAIM_PAGES = 256  # pages given back per step: each step holds the write lock
 
 
 @dataclass
@@ -101,7 +102,7 @@ def clean_topic(log: Log, name: str, *, chunk: int = DEFAULT_CHUNK) -> CleanRepo
         report.notes.append("no record has a key: compaction keeps everything")
     reclaim = getattr(store, "reclaim", None)
     if reclaim is not None and report.removed:
-        while reclaim(4096) > 4096:
+        while reclaim(RECLAIM_PAGES) > RECLAIM_PAGES:
             pass
     report.duration_ms = round((time.perf_counter() - started) * 1000, 3)
     store.record_clean(name, report.to_dict())
@@ -159,7 +160,7 @@ def _compact(
             if key is None:
                 continue
             latest[key] = offset
-            if ts < lag_cutoff:
+            if ts <= lag_cutoff:
                 candidates.append((offset, ts, key, bool(is_null)))
         if len(rows) < chunk:
             break
@@ -168,7 +169,7 @@ def _compact(
     for offset, ts, key, tombstone in candidates:
         if in_flight is not None and offset >= in_flight:
             continue  # a queue group has not finished it
-        if latest[key] != offset or (tombstone and ts < tomb_cutoff):
+        if latest[key] != offset or (tombstone and ts <= tomb_cutoff):
             doomed.append(offset)
     size = 0
     for i in range(0, len(doomed), chunk):

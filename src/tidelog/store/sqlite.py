@@ -122,6 +122,10 @@ class SQLiteStore(SQLiteQueues, SQLiteGroups, SQLiteRetention):
                 cached_statements=256,
             )
             if not self.memory:
+                if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
+                    # A new file: only now, before WAL and the first table,
+                    # can it be told to give freed pages back to the file system.
+                    conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
                 self._retry_busy(lambda: conn.execute("PRAGMA journal_mode=WAL"))
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.execute("PRAGMA foreign_keys=OFF")
@@ -181,12 +185,6 @@ class SQLiteStore(SQLiteQueues, SQLiteGroups, SQLiteRetention):
             db.execute("COMMIT")
 
     def _migrate(self) -> None:
-        if not self.memory:
-            with self._lock:
-                if self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
-                    # Only settable before the first table exists: lets the
-                    # cleaner give freed pages back to the file system.
-                    self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
         with self._write() as db:
             current = db.execute("PRAGMA user_version").fetchone()[0]
             latest = schema.latest(self.dialect)

@@ -40,9 +40,12 @@ class SQLiteRetention:
         return row[0] if row else 0
 
     def check_start(self, conn: sqlite3.Connection, topic: str, partition: int, pid: int, after: int) -> None:
-        """OffsetOutOfRange when `after` lies before what retention kept."""
+        """OffsetOutOfRange when `after` lies before what retention kept.
+
+        0 means "before the first record", whichever that is now: never out of range.
+        """
         removed = self.removed_through(conn, pid)
-        if after < removed:
+        if 0 < after < removed:
             raise OffsetOutOfRange(
                 f"offset {after + 1} of {topic!r}/{partition} was removed by retention; "
                 f"the first available offset is {removed + 1}",
@@ -161,7 +164,9 @@ class SQLiteRetention:
         with self._lock:
             free = self._db.execute("PRAGMA freelist_count").fetchone()[0]
             if free:
-                self._db.execute(f"PRAGMA incremental_vacuum({int(pages)})").fetchall()
+                # executescript steps the pragma to the end; execute() would
+                # free a single page (each step frees one).
+                self._db.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
         return free
 
     def file_bytes(self) -> int:
