@@ -91,7 +91,7 @@ def check_java() -> str:
         major = int(found.group(2))
     if major < MIN_JAVA:
         raise ConfigurationError(
-            f"Spark needs Java {MIN_JAVA} or newer; {java} is {'unknown' if not major else major}: "
+            f"Spark needs Java {MIN_JAVA} or newer; {java} is {major or 'unknown'}: "
             f"install a JDK {MIN_JAVA}+ and point JAVA_HOME at it"
         )
     return java

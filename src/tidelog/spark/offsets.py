@@ -142,9 +142,7 @@ def offset_for_time(log: Log, tp: TopicPartition, b: Bounds, timestamp: int) -> 
     while lo < hi:
         mid = (lo + hi) // 2
         found = log.read(tp[0], tp[1], after=mid - 1, limit=1)
-        if not found:
-            hi = mid
-        elif found[0].timestamp >= timestamp:
+        if not found or found[0].timestamp >= timestamp:
             hi = mid
         else:
             lo = found[0].offset + 1

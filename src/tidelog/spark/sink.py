@@ -22,6 +22,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
