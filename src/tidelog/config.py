@@ -9,6 +9,7 @@ from typing import Any
 from .errors import ConfigurationError, InvalidName, InvalidRequest
 
 NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,200}")
+TXN_RE = re.compile(r"[A-Za-z0-9._:-]{1,255}")
 
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 MAX_PARTITIONS = 10_000
@@ -24,6 +25,13 @@ def check_name(kind: str, name: Any) -> str:
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise InvalidName(f"invalid {kind} name {name!r}: use 1 to 200 characters from A-Z a-z 0-9 . _ -")
     return name
+
+
+def check_txn(txn: Any) -> str:
+    """Validate the id of an idempotent write (`Log.write(..., txn=...)`)."""
+    if not isinstance(txn, str) or not TXN_RE.fullmatch(txn):
+        raise InvalidRequest(f"invalid txn id {txn!r}: use 1 to 255 characters from A-Z a-z 0-9 . _ : -")
+    return txn
 
 
 def check_int(what: str, value: Any, minimum: int = 0, maximum: int | None = None) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .config import MAX_PARTITIONS, TopicConfig, check_int, check_name
+from .config import MAX_PARTITIONS, TopicConfig, check_int, check_name, check_txn
 from .errors import (
     InvalidRequest,
     MessageTooLarge,
@@ -40,7 +40,7 @@ from .records import (
     encode_value,
     make_messages,
 )
-from .store.base import AppendBatch, GroupOffset, PartitionInfo, Store, TopicInfo
+from .store.base import AppendBatch, GroupOffset, PartitionInfo, Replayed, Store, TopicInfo
 
 DEFAULT_BATCH = 100
 
@@ -203,17 +203,26 @@ class Log:
     def producer(self, id: str | None = None) -> Producer:
         return Producer(self, id)
 
-    def write(self, batches: list[Prepared]) -> list[BatchSent]:
+    def write(self, batches: list[Prepared], txn: str | None = None) -> list[BatchSent]:
         """Commit prepared batches in one transaction (group commit).
 
         All or nothing; each batch gets consecutive offsets in its partition.
+
+        `txn` makes the write idempotent: the id is recorded in the same
+        transaction as the records, and a later write with the same id
+        writes nothing and returns the first write's result. A caller that
+        may run a write twice (a retried task, a replayed micro-batch) names
+        it by what it is, e.g. query, batch and task.
         """
+        if txn is not None:
+            check_txn(txn)
         if not batches:
             return []
         ts = self.clock()
-        firsts = self.store.append_many(
-            [AppendBatch(b.topic, b.partition, ts, b.values, b.metas) for b in batches]
-        )
+        appends = [AppendBatch(b.topic, b.partition, ts, b.values, b.metas) for b in batches]
+        firsts = self.store.append_many(appends) if txn is None else self.store.append_many(appends, txn)
+        if isinstance(firsts, Replayed):
+            return [BatchSent(t, p, f, n, firsts.timestamp) for t, p, f, n in firsts.batches]
         sent = [BatchSent(b.topic, b.partition, f, len(b.values), ts) for b, f in zip(batches, firsts)]
         for s in sent:
             self.notifier.notify(s.topic, s.partition, s.last_offset)

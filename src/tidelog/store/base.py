@@ -66,6 +66,17 @@ class GroupMember(NamedTuple):
     generation: int
 
 
+class Replayed(NamedTuple):
+    """What `append_many` returns for a txn id it recorded before.
+
+    Nothing new was written; this is that earlier write's result, so a
+    retried write gets the same answer as the one that succeeded.
+    """
+
+    timestamp: int
+    batches: list[tuple[str, int, int, int]]  # (topic, partition, first offset, count)
+
+
 @dataclass(frozen=True)
 class TopicInfo:
     name: str
@@ -128,11 +139,16 @@ class Store(Protocol):
         `metas` None means no record has a meta blob. Returns only after commit.
         """
 
-    def append_many(self, batches: Sequence[AppendBatch]) -> list[int]:
+    def append_many(self, batches: Sequence[AppendBatch], txn: str | None = None) -> list[int] | Replayed:
         """Append several batches in one transaction (group commit).
 
         All or nothing: returns the first offset of each batch, or raises and
         writes none of them.
+
+        With a `txn` id the write is idempotent: the id and the result are
+        recorded in the same transaction as the records, and a call whose id
+        is already recorded writes nothing and returns `Replayed` (the
+        earlier result). Without one, no lookup is made.
         """
 
     def read(self, topic: str, partition: int, after: int, limit: int) -> list[tuple]:

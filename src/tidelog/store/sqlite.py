@@ -28,7 +28,7 @@ from ..errors import (
     UnknownTopic,
 )
 from . import schema
-from .base import AppendBatch, GroupOffset, PartitionInfo, TopicInfo
+from .base import AppendBatch, GroupOffset, PartitionInfo, Replayed, TopicInfo
 from .sqlite_groups import SQLiteGroups
 from .sqlite_queues import SQLiteQueues
 from .sqlite_retention import SQLiteRetention
@@ -409,12 +409,17 @@ class SQLiteStore(SQLiteQueues, SQLiteGroups, SQLiteRetention):
     ) -> int:
         return self.append_many([AppendBatch(topic, partition, timestamp, values, metas)])[0]
 
-    def append_many(self, batches: Sequence[AppendBatch]) -> list[int]:
+    def append_many(self, batches: Sequence[AppendBatch], txn: str | None = None) -> list[int] | Replayed:
         gone = batches[0]
         for attempt in (0, 1):
             pids = [self._pid(b.topic, b.partition, refresh=attempt == 1) for b in batches]
             try:
                 with self._write() as db:
+                    if txn is not None:
+                        row = db.execute("SELECT result FROM txns WHERE id = ?", (txn,)).fetchone()
+                        if row is not None:
+                            ts, done = json.loads(row[0])
+                            return Replayed(ts, [tuple(b) for b in done])
                     firsts = []
                     for batch, pid in zip(batches, pids):
                         first = self._append_in(db, pid, batch)
@@ -422,6 +427,12 @@ class SQLiteStore(SQLiteQueues, SQLiteGroups, SQLiteRetention):
                             gone = batch
                             raise _PartitionGone  # rolls the whole transaction back
                         firsts.append(first)
+                    if txn is not None:
+                        done = [[b.topic, b.partition, f, len(b.values)] for b, f in zip(batches, firsts)]
+                        db.execute(
+                            "INSERT INTO txns(id, result, created) VALUES (?, ?, ?)",
+                            (txn, json.dumps([batches[0].timestamp, done]), _now_ms()),
+                        )
                 return firsts
             except _PartitionGone:
                 continue  # our cached pids were stale: look them up again once

@@ -1,0 +1,190 @@
+"""Format "tidelog" as a Spark sink, exactly once.
+
+Each Spark task appends its whole share in ONE idempotent `Log.write`
+named by what the task is: `spark:<query id>:<batch id>:<task partition>`
+for a micro-batch (Spark hands the query and batch ids to tasks as local
+properties), `spark-write:<write id>:<task partition>` for a batch write
+(the id is drawn once when Spark plans the write). A micro-batch that Spark
+runs again after a failure or a restart plans the same tasks over the same
+input, so every task that had committed finds its txn id recorded and
+appends nothing, and the ones that had not write now. No staging, no second
+copy: the records are durable when the task ends, and the driver's
+`commit` has nothing left to publish.
+
+That holds when a re-run gives each task the same rows, which Spark
+guarantees for deterministic queries (sources replay the same offsets,
+shuffles are by hash). A query whose output per task is not deterministic
+(say it draws random numbers) gets at-least-once instead.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+)
+
+import tidelog
+
+from ..errors import ConfigurationError, InvalidValue, UnknownTopic
+from ..log import Log, NewRecord, Prepared, Producer, partition_for_key
+from ..records import encode_key
+from .options import SinkOptions
+
+# Spark's local properties naming the running query and micro-batch.
+QUERY_ID = "sql.streaming.queryId"
+BATCH_ID = "streaming.sql.batchId"
+COLUMNS = ("value", "key", "headers", "partition", "topic")
+
+
+@dataclass
+class Written(WriterCommitMessage):
+    """What one task appended (or found appended by an earlier run)."""
+
+    txn: str
+    records: int
+
+
+def check_schema(schema: StructType, options: SinkOptions) -> None:
+    """Refuse a DataFrame the sink cannot write, before any task runs."""
+    names = {f.name: f.dataType for f in schema.fields}
+    unknown = sorted(set(names) - set(COLUMNS))
+    if unknown:
+        raise ConfigurationError(
+            f"the tidelog sink takes columns {', '.join(COLUMNS)}; unknown column(s) {', '.join(unknown)} "
+            "(select or drop them first)"
+        )
+    text_or_bytes = (StringType, BinaryType)
+    if not isinstance(names.get("value"), text_or_bytes):
+        raise ConfigurationError("the tidelog sink needs a column value of type binary or string")
+    if "key" in names and not isinstance(names["key"], text_or_bytes):
+        raise ConfigurationError("column key must be binary or string")
+    if "partition" in names and not isinstance(names["partition"], (IntegerType, LongType, ShortType)):
+        raise ConfigurationError("column partition must be an integer")
+    if "topic" in names and not isinstance(names["topic"], StringType):
+        raise ConfigurationError("column topic must be a string")
+    if "topic" not in names and options.topic is None:
+        raise ConfigurationError("the tidelog sink needs option topic, or a column topic naming one per row")
+    if "headers" in names:
+        h = names["headers"]
+        ok = isinstance(h, ArrayType) and isinstance(h.elementType, StructType)
+        if ok:
+            inner = {f.name: f.dataType for f in h.elementType.fields}
+            ok = isinstance(inner.get("key"), StringType) and isinstance(inner.get("value"), text_or_bytes)
+        if not ok:
+            raise ConfigurationError("column headers must be array<struct<key: string, value: binary>>")
+
+
+def _check_mode(overwrite: bool) -> None:
+    if overwrite:
+        raise ConfigurationError("a tidelog topic only appends: use mode('append'), not overwrite")
+
+
+class BatchWriter(DataSourceArrowWriter):
+    """`df.write.format("tidelog")`: each task once, also when Spark retries it."""
+
+    def __init__(self, options: SinkOptions, schema: StructType, overwrite: bool):
+        _check_mode(overwrite)
+        check_schema(schema, options)
+        self.options = options
+        self.write_id = uuid.uuid4().hex  # drawn once, on the driver, for the whole write
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
+        txn = f"spark-write:{self.write_id}:{TaskContext.get().partitionId()}"
+        return write_task(self.options, iterator, txn)
+
+
+class StreamWriter(DataSourceStreamArrowWriter):
+    """`writeStream.format("tidelog")`: each (query, batch, task) once."""
+
+    def __init__(self, options: SinkOptions, schema: StructType, overwrite: bool):
+        _check_mode(overwrite)
+        check_schema(schema, options)
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
+        task = TaskContext.get()
+        query, batch = task.getLocalProperty(QUERY_ID), task.getLocalProperty(BATCH_ID)
+        if query is None or batch is None:
+            raise ConfigurationError("the tidelog stream sink runs inside a streaming query only")
+        return write_task(self.options, iterator, f"spark:{query}:{batch}:{task.partitionId()}")
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        # Every task's records committed with the task; nothing is left to publish.
+        pass
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        # Tasks that did commit stay committed: the batch's re-run skips them by txn id.
+        pass
+
+
+def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], txn: str) -> Written:
+    """Encode a task's rows and append them in one idempotent write."""
+    log = tidelog.open(options.url)
+    try:
+        producer = log.producer()
+        prepared: list[Prepared] = []
+        for batch in batches:
+            if batch.num_rows:
+                prepared.extend(_prepare(log, producer, options, batch))
+        if not prepared:
+            return Written(txn, 0)
+        sent = log.write(prepared, txn=txn)
+        return Written(txn, sum(s.count for s in sent))
+    finally:
+        log.close()
+
+
+def _prepare(log: Log, producer: Producer, options: SinkOptions, batch: pa.RecordBatch) -> list[Prepared]:
+    names = batch.schema.names
+    values = batch.column("value").to_pylist()
+    if None in values:
+        raise InvalidValue(f"column value is null in row {values.index(None)}; a record needs a value")
+    if names == ["value"]:
+        # The common case needs no per-row work: one batch to one partition,
+        # the next batch to the next (Kafka's sticky partitioning).
+        return [producer.prepare(options.topic, values)]  # type: ignore[arg-type]
+    n = len(values)
+    keys = batch.column("key").to_pylist() if "key" in names else [None] * n
+    headers = batch.column("headers").to_pylist() if "headers" in names else [None] * n
+    partitions = batch.column("partition").to_pylist() if "partition" in names else [None] * n
+    topics = batch.column("topic").to_pylist() if "topic" in names else [None] * n
+    counts: dict[str, int] = {}
+    groups: dict[tuple[str, int | None], list[NewRecord]] = {}
+    for value, key, hdrs, partition, topic in zip(values, keys, headers, partitions, topics):
+        topic = topic or options.topic
+        if topic is None:
+            raise InvalidValue("a row has no topic and the sink has no option topic")
+        if partition is None and key is not None:
+            if topic not in counts:
+                counts[topic] = _partition_count(log, topic)
+            partition = partition_for_key(encode_key(key), counts[topic])
+        # Rows with neither partition nor key go together: prepare() picks one partition for them.
+        pairs = None if not hdrs else [(h["key"], h["value"]) for h in hdrs]
+        groups.setdefault((topic, partition), []).append(NewRecord(value, key=key, headers=pairs))
+    return [producer.prepare(t, records, partition=p) for (t, p), records in groups.items()]
+
+
+def _partition_count(log: Log, topic: str) -> int:
+    try:
+        return log.topic(topic).partitions
+    except UnknownTopic:
+        if not log.auto_create:
+            raise
+        return log.create_topic(topic, 1).partitions
