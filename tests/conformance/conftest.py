@@ -15,6 +15,8 @@ import pytest
 
 import tidelog
 
+from pgschema import postgres_schema
+
 
 @dataclass
 class StoreKind:
@@ -29,8 +31,13 @@ def _sqlite(tmp_path: Any) -> Iterator[str]:
     yield str(tmp_path / "log.db")
 
 
+def _postgres(tmp_path: Any) -> Iterator[str]:
+    with postgres_schema() as url:
+        yield url
+
+
 # kind name -> factory(tmp_path) yielding a URL; other stores add themselves.
-STORE_KINDS: dict[str, Callable[[Any], Iterator[str]]] = {"sqlite": _sqlite}
+STORE_KINDS: dict[str, Callable[[Any], Iterator[str]]] = {"sqlite": _sqlite, "postgres": _postgres}
 
 
 @pytest.fixture(params=sorted(STORE_KINDS))
