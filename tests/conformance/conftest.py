@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 import tidelog
-
 from pgschema import postgres_schema
 
 

@@ -292,3 +292,14 @@ def test_group_commit_is_all_or_nothing(store, log):
         log.write(prepared)
     assert snapshot(log) == before
     assert log.read("keep", 0) == []
+
+
+def test_text_with_nul_round_trips(log):
+    producer = log.producer()
+    producer.send("nul", "a\x00b")
+    producer.send_batch("nul", ["c\x00", b"\x00", "plain", {"j": "\x00"}])
+    producer.send_batch("nul", ["\x00", "d"])
+    msgs = log.read("nul", 0)
+    assert [m.data for m in msgs] == ["a\x00b", "c\x00", b"\x00", "plain", {"j": "\x00"}, "\x00", "d"]
+    assert [m.format for m in msgs] == ["text", "text", "bytes", "text", "json", "text", "text"]
+    assert [m.data for m in log.read("nul", 0, after=5)] == ["\x00", "d"]

@@ -23,7 +23,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from operator import itemgetter
+from itertools import repeat
+from operator import contains, itemgetter
 from typing import Any
 
 from ..errors import (
@@ -62,7 +63,7 @@ WITH p AS (
 ), r AS (
     INSERT INTO tidelog_records (pid, "offset", ts, value, text, meta)
     SELECT %(pid)s, p.before + v.i, %(ts)s, v.value, v.text, v.meta
-    FROM p, unnest(%(values)s::bytea[], %(texts)s::text[], %(metas)s::bytea[])
+    FROM p, unnest(%(values)b::bytea[], %(texts)b::text[], %(metas)b::bytea[])
          WITH ORDINALITY AS v(value, text, meta, i)
 )
 SELECT before + 1, pg_notify('tidelog', current_schema()) FROM p
@@ -97,6 +98,13 @@ WITH p AS (SELECT last_offset FROM tidelog_partitions WHERE id = %(pid)s), c AS 
 SELECT last_offset FROM p
 """
 
+# The common commit, a step forward on an offset row that exists: one UPDATE.
+_COMMIT_FORWARD = """
+UPDATE tidelog_offsets SET committed = %(offset)s
+WHERE grp = %(grp)s AND pid = %(pid)s AND committed < %(offset)s
+  AND %(offset)s <= (SELECT last_offset FROM tidelog_partitions WHERE id = %(pid)s)
+"""
+
 _SEEK = """
 WITH p AS (SELECT last_offset FROM tidelog_partitions WHERE id = %(pid)s), c AS (
     INSERT INTO tidelog_offsets (grp, pid, committed)
@@ -109,9 +117,28 @@ SELECT last_offset FROM p
 _TOPIC_COLUMNS = "SELECT name, partitions, config, created FROM tidelog_topics"
 
 # A row with the value in `value` (bytes) or `text` (str): the store's rows
-# carry whichever was set, as `tidelog.records` expects.
+# carry whichever was set, as `tidelog.records` expects. PostgreSQL text
+# cannot hold NUL, so a str with one is kept as UTF-8 in `value` with `text`
+# set to '' to mark it.
+_blobs = itemgetter(2)
 _texts = itemgetter(3)
 _bytes_row = itemgetter(0, 1, 2, 4)
+_text_row = itemgetter(0, 1, 3, 4)
+
+
+def _stored(blob: bytes | None, text: str | None) -> bytes | str:
+    if text is None:
+        return blob  # type: ignore[return-value]
+    return text if blob is None else blob.decode()
+
+
+def _columns(value: bytes | str) -> tuple[bytes | None, str | None]:
+    """(value, text) columns for one stored value."""
+    if type(value) is bytes:
+        return value, None
+    if "\x00" in value:
+        return value.encode(), ""
+    return None, value
 
 
 def _now_ms() -> int:
@@ -412,10 +439,7 @@ class PostgresStore:
     def append_one(
         self, topic: str, partition: int, timestamp: int, value: bytes | str, meta: bytes | None = None
     ) -> int:
-        if type(value) is bytes:
-            params = [0, timestamp, value, None, meta]
-        else:
-            params = [0, timestamp, None, value, meta]
+        params = [0, timestamp, *_columns(value), meta]
         entry = self._pids.get(topic)
         for attempt in (0, 1):
             if entry is None or attempt or partition >= len(entry[1]):
@@ -478,15 +502,19 @@ class PostgresStore:
     def read(self, topic: str, partition: int, after: int, limit: int) -> list[tuple]:
         pid = self._pid(topic, partition)
         with self._conn() as conn:
-            rows = conn.execute(_READ, (pid, after, limit)).fetchall()
+            rows = conn.execute(_READ, (pid, after, limit), binary=True).fetchall()
         if not rows:
             # An idle read is the moment to notice a topic deleted elsewhere.
             self._pid(topic, partition, refresh=True)
             return rows
-        texts = list(map(_texts, rows))
-        if texts.count(None) == len(texts):
+        # Most fetches are all bytes or all text: reshape those in C.
+        n = len(rows)
+        no_text = list(map(_texts, rows)).count(None)
+        if no_text == n:
             return list(map(_bytes_row, rows))
-        return [(o, ts, v if t is None else t, m) for o, ts, v, t, m in rows]
+        if no_text == 0 and list(map(_blobs, rows)).count(None) == n:
+            return list(map(_text_row, rows))
+        return [(o, ts, _stored(v, t), m) for o, ts, v, t, m in rows]
 
     # stream group offsets ----------------------------------------------------
 
@@ -507,6 +535,11 @@ class PostgresStore:
         raise UnknownTopic(f"topic {topic!r} does not exist")
 
     def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
+        params = {"grp": group, "pid": self._pid(topic, partition), "offset": offset}
+        with self._conn() as conn:
+            if conn.execute(_COMMIT_FORWARD, params).rowcount == 1:
+                return
+        # A first commit, a step back (ignored), a refused offset or a stale pid.
         self._set_offset(_COMMIT, group, topic, partition, offset)
 
     def seek(self, group: str, topic: str, partition: int, offset: int) -> None:
@@ -548,20 +581,20 @@ class PostgresStore:
 
 def _append_params(batch: AppendBatch) -> dict[str, Any]:
     """Statement parameters for one batch: bytes and text values in their own arrays."""
-    values = batch.values
+    values = batch.values if isinstance(batch.values, list) else list(batch.values)
     kinds = set(map(type, values))
     if kinds == {bytes}:
         blobs, texts = values, None
-    elif kinds == {str}:
+    elif kinds == {str} and not any(map(contains, values, repeat("\x00"))):
         blobs, texts = None, values
     else:
-        blobs = [v if type(v) is bytes else None for v in values]
-        texts = [None if type(v) is bytes else v for v in values]
+        blobs, texts = map(list, zip(*map(_columns, values)))
+    metas = batch.metas
     return {
         "n": len(values),
         "pid": 0,
         "ts": batch.timestamp,
-        "values": blobs if blobs is None or isinstance(blobs, list) else list(blobs),
-        "texts": texts if texts is None or isinstance(texts, list) else list(texts),
-        "metas": batch.metas if batch.metas is None or isinstance(batch.metas, list) else list(batch.metas),
+        "values": blobs,
+        "texts": texts,
+        "metas": metas if metas is None or isinstance(metas, list) else list(metas),
     }

@@ -34,10 +34,11 @@ CREATE TABLE tidelog_records (
     "offset" bigint NOT NULL,
     ts       bigint NOT NULL,  -- ms since epoch
     value    bytea,            -- a value sent as bytes ...
-    text     text,             -- ... or as text or JSON: exactly one is set
+    text     text,             -- ... or as text or JSON; a str holding NUL, which
+                               -- text cannot, is UTF-8 in value with text = ''
     meta     bytea,            -- key, headers, producer, text marker (records.py); NULL when none
     PRIMARY KEY (pid, "offset"),
-    CHECK ((value IS NULL) <> (text IS NULL))
+    CHECK (value IS NOT NULL OR text IS NOT NULL)
 );
 
 CREATE TABLE tidelog_groups (
