@@ -9,7 +9,8 @@ bumps it with `UPDATE ... RETURNING` and inserts its records in the same
 statement, so appenders to one partition queue on that row's lock until the
 one before them commits, and offsets stay dense under any number of
 connections. Appends `pg_notify` in their transaction; `watch` LISTENs on a
-connection of its own, so a long-poll on one machine wakes when another
+connection of its own (channel `tidelog`, the schema as payload), so a
+long-poll on one machine wakes when another
 appends.
 
 Tables live in the first schema of the connection's search_path (set it in
@@ -51,7 +52,6 @@ POOL_MAX = 8  # connections per store; each thread in a call holds one
 CONNECT_TIMEOUT_S = 10
 LISTEN_TICK_S = 0.25  # how often the listener looks whether the store was closed
 RECONNECT_S = 1.0
-CHANNEL = "tidelog"  # one channel per database; the payload names the schema
 
 # Append one batch to one partition in one statement: take the partition's
 # row lock and its next offsets, insert the records, notify listeners. No row
@@ -80,10 +80,15 @@ WITH p AS (
 SELECT last_offset, pg_notify('tidelog', current_schema()) FROM p
 """
 
-_READ = (
-    'SELECT "offset", ts, value, text, meta FROM tidelog_records '
-    'WHERE pid = %s AND "offset" > %s ORDER BY "offset" LIMIT %s'
-)
+# Reads come in three shapes. A partition whose records were all sent as
+# bytes (or all as text) is read with one value column, so the rows come out
+# of psycopg in Message layout; a NULL in it means some record is of the other
+# kind, and the read is done again with both columns. The store remembers per
+# partition which shape fit last.
+_RANGE = ' FROM tidelog_records WHERE pid = %s AND "offset" > %s ORDER BY "offset" LIMIT %s'
+_READ_BYTES = 'SELECT "offset", ts, CASE WHEN text IS NULL THEN value END, meta' + _RANGE
+_READ_TEXT = 'SELECT "offset", ts, CASE WHEN value IS NULL THEN text END, meta' + _RANGE
+_READ_ANY = 'SELECT "offset", ts, value, text, meta' + _RANGE
 
 # Commit and seek check the bound and write in one statement; the partition's
 # last offset comes back (none when the partition is gone) to tell a refused
@@ -165,6 +170,7 @@ class PostgresStore:
         self._full = durability == "full"
         # topic name -> (topic_id, tuple of pids), as in the SQLite store.
         self._pids: dict[str, tuple[int, tuple[int, ...]]] = {}
+        self._shapes: dict[int, str] = {}  # pid -> the read query that fit last
         # Backends of our own pool: their notifications were already
         # delivered in-process by the Log, so the listener skips them.
         self._backends: set[int] = set()
@@ -202,13 +208,20 @@ class PostgresStore:
 
     @contextmanager
     def _conn(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection. getconn/putconn rather than pool.connection():
+        that one also runs a COMMIT step, which autocommit does not need."""
         if self._closed:
             raise StoreError("the store is closed")
         try:
-            with self._pool.connection() as conn:
-                yield conn
+            conn = self._pool.getconn()
+        except psycopg.Error as e:
+            raise StoreError(f"no PostgreSQL connection: {e}") from None
+        try:
+            yield conn
         except psycopg.Error as e:
             raise StoreError(f"PostgreSQL: {e}") from None
+        finally:
+            self._pool.putconn(conn)
 
     def _migrate(self, conn: psycopg.Connection) -> None:
         latest = schema.latest(self.dialect)
@@ -501,19 +514,28 @@ class PostgresStore:
 
     def read(self, topic: str, partition: int, after: int, limit: int) -> list[tuple]:
         pid = self._pid(topic, partition)
+        params = (pid, after, limit)
+        shape = self._shapes.get(pid, _READ_BYTES)
         with self._conn() as conn:
-            rows = conn.execute(_READ, (pid, after, limit), binary=True).fetchall()
+            rows = conn.execute(shape, params, binary=True).fetchall()
+            if rows and shape is not _READ_ANY and None in map(_blobs, rows):
+                shape = _READ_ANY
+                rows = conn.execute(shape, params, binary=True).fetchall()
         if not rows:
             # An idle read is the moment to notice a topic deleted elsewhere.
             self._pid(topic, partition, refresh=True)
             return rows
-        # Most fetches are all bytes or all text: reshape those in C.
+        if shape is not _READ_ANY:
+            return rows
         n = len(rows)
         no_text = list(map(_texts, rows)).count(None)
         if no_text == n:
+            self._shapes[pid] = _READ_BYTES
             return list(map(_bytes_row, rows))
         if no_text == 0 and list(map(_blobs, rows)).count(None) == n:
+            self._shapes[pid] = _READ_TEXT
             return list(map(_text_row, rows))
+        self._shapes[pid] = _READ_ANY
         return [(o, ts, _stored(v, t), m) for o, ts, v, t, m in rows]
 
     # stream group offsets ----------------------------------------------------
