@@ -8,7 +8,9 @@ wake-ups across processes and schemas.
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -21,7 +23,7 @@ import pytest
 
 import tidelog
 from pgschema import postgres_schema
-from test_processes import acked, run_producers
+from test_processes import PRODUCER, acked, run_producers
 
 
 @pytest.fixture
@@ -134,6 +136,32 @@ def test_processes_get_dense_unique_offsets(pg_url):
     # Every acknowledged offset is there once.
     spans = [(p, o) for p, first, count in results for o in range(first, first + count)]
     assert len(spans) == len(set(spans)) == total
+
+
+@pytest.mark.slow
+def test_killed_producer_leaves_whole_batches_only(pg_url):
+    with tidelog.open(pg_url) as log:
+        log.create_topic("shared", partitions=1)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PRODUCER, pg_url, "victim", "100000", "50"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = [proc.stdout.readline() for _ in range(20)]
+    os.kill(proc.pid, signal.SIGKILL)
+    rest, _ = proc.communicate(timeout=30)
+    confirmed = acked("".join(lines) + rest)
+    assert len(confirmed) >= 20
+    with tidelog.open(pg_url) as log:
+        msgs = log.read("shared", 0, limit=100_000)
+    assert [m.offset for m in msgs] == list(range(1, len(msgs) + 1))
+    assert len(msgs) % 50 == 0
+    for k in range(0, len(msgs), 50):
+        batch_no = msgs[k].data.split(":")[1]
+        assert [m.data for m in msgs[k : k + 50]] == [f"victim:{batch_no}:{j}" for j in range(50)]
+    _, last_first, last_count = confirmed[-1]
+    assert len(msgs) >= last_first + last_count - 1
 
 
 def test_group_commits_over_partitions_in_any_order_all_land(pg_url):
