@@ -20,6 +20,7 @@ the URL: `?options=-csearch_path%3Dmyschema`).
 from __future__ import annotations
 
 import re
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -56,6 +57,9 @@ RECONNECT_S = 1.0
 # Append one batch to one partition in one statement: take the partition's
 # row lock and its next offsets, insert the records, notify listeners. No row
 # comes back when the partition is gone (its topic was deleted).
+# A notification's payload is the log's schema, a slash, and the token of the
+# store that appended (set on its connections as tidelog.origin): a listener
+# skips its own store's appends, which its Log announced already.
 _APPEND = """
 WITH p AS (
     UPDATE tidelog_partitions SET last_offset = last_offset + %(n)s WHERE id = %(pid)s
@@ -66,7 +70,9 @@ WITH p AS (
     FROM p, unnest(%(values)b::bytea[], %(texts)b::text[], %(metas)b::bytea[])
          WITH ORDINALITY AS v(value, text, meta, i)
 )
-SELECT before + 1, pg_notify('tidelog', current_schema()) FROM p
+SELECT before + 1,
+       pg_notify('tidelog', current_schema() || '/' || coalesce(current_setting('tidelog.origin', true), ''))
+FROM p
 """
 
 _APPEND_ONE = """
@@ -77,7 +83,9 @@ WITH p AS (
     INSERT INTO tidelog_records (pid, "offset", ts, value, text, meta)
     SELECT id, last_offset, %s, %s::bytea, %s::text, %s::bytea FROM p
 )
-SELECT last_offset, pg_notify('tidelog', current_schema()) FROM p
+SELECT last_offset,
+       pg_notify('tidelog', current_schema() || '/' || coalesce(current_setting('tidelog.origin', true), ''))
+FROM p
 """
 
 # Reads come in three shapes. A partition whose records were all sent as
@@ -171,10 +179,7 @@ class PostgresStore:
         # topic name -> (topic_id, tuple of pids), as in the SQLite store.
         self._pids: dict[str, tuple[int, tuple[int, ...]]] = {}
         self._shapes: dict[int, str] = {}  # pid -> the read query that fit last
-        # Backends of our own pool: their notifications were already
-        # delivered in-process by the Log, so the listener skips them.
-        self._backends: set[int] = set()
-        self._listener: psycopg.Connection | None = None
+        self._origin = secrets.token_hex(8)  # names this store's appends in notifications
         with self._connect() as conn:
             self._migrate(conn)
         self._pool = ConnectionPool(
@@ -202,7 +207,7 @@ class PostgresStore:
             raise StoreError(f"cannot connect to PostgreSQL at {_redact(self.url)}: {e}") from None
 
     def _configure(self, conn: psycopg.Connection) -> None:
-        self._backends.add(conn.info.backend_pid)
+        conn.execute("SELECT set_config('tidelog.origin', %s, false)", (self._origin,))
         if self._full:
             conn.execute("SET synchronous_commit = on")
 
@@ -237,7 +242,7 @@ class PostgresStore:
                     current = self._schema_version(conn)
                     for version, sql in schema.migrations(self.dialect):
                         if version > current:
-                            conn.execute(sql.encode())
+                            conn.execute(sql)
                             conn.execute("INSERT INTO tidelog_version (version) VALUES (%s)", (version,))
                     current = max(current, latest)
         except psycopg.errors.InvalidSchemaName:
@@ -287,14 +292,14 @@ class PostgresStore:
     def _receive(
         self, callback: Callable[[], None], conn: psycopg.Connection | None, schema_name: str | None
     ) -> None:
-        own = self._backends
         while not self._closed:
             try:
                 if conn is None:
                     conn, schema_name = self._listen()
                     callback()
                 for note in conn.notifies(timeout=LISTEN_TICK_S):
-                    if note.payload == schema_name and note.pid not in own:
+                    schema_of, _, origin = note.payload.rpartition("/")
+                    if schema_of == schema_name and origin != self._origin:
                         callback()
             except psycopg.Error:
                 if conn is not None:
