@@ -226,6 +226,40 @@ def test_delete_racing_appends_leaves_no_records_behind(pg_url):
     assert outcomes == ["gone", "gone"]
 
 
+# reads -------------------------------------------------------------------------
+
+
+def plan_rows(plan: dict) -> list[int]:
+    return [plan["Actual Rows"]] + [n for child in plan.get("Plans", []) for n in plan_rows(child)]
+
+
+def test_reads_touch_at_most_limit_rows_without_statistics(pg_url):
+    from tidelog.store.postgres import _READ_BYTES
+
+    with tidelog.open(pg_url) as log:
+        producer = log.producer()
+        for _ in range(20):
+            producer.send_batch("big", [b"x"] * 1000, partition=0)
+        pid = log.store._pid("big", 0)
+        with raw(pg_url) as conn:
+            for after in (0, 9_500, 19_990):
+                params = {"pid": pid, "after": after, "limit": 100}
+                (plan,) = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + _READ_BYTES, params).fetchone()[0]
+                assert max(plan_rows(plan["Plan"])) <= 100
+        assert [m.offset for m in log.read("big", 0, after=19_990)] == list(range(19_991, 20_001))
+
+
+def test_reads_start_at_the_oldest_record_held(pg_url):
+    # Retention will remove the oldest records; a read from before them
+    # starts at the first one still held.
+    with tidelog.open(pg_url) as log:
+        log.producer().send_batch("r", [str(i) for i in range(1, 301)], partition=0)
+        with raw(pg_url) as conn:
+            conn.execute('DELETE FROM tidelog_records WHERE "offset" <= 200')
+        assert [m.offset for m in log.read("r", 0, after=0, limit=5)] == [201, 202, 203, 204, 205]
+        assert [p.first_offset for p in log.describe("r").partitions] == [201]
+
+
 # wake-ups ----------------------------------------------------------------------
 
 SEND_ONE = textwrap.dedent(

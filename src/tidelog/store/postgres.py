@@ -93,7 +93,19 @@ FROM p
 # of psycopg in Message layout; a NULL in it means some record is of the other
 # kind, and the read is done again with both columns. The store remembers per
 # partition which shape fit last.
-_RANGE = ' FROM tidelog_records WHERE pid = %s AND "offset" > %s ORDER BY "offset" LIMIT %s'
+#
+# The range has an upper bound as well: offsets are dense and become visible
+# in order (an appender waits for the one before it to commit), so the next
+# `limit` records are exactly those up to after + limit, or, when the oldest
+# records were removed, up to the first one held - 1 + limit. With both bounds
+# every plan touches at most `limit` rows; with only `offset > after`, a table
+# without fresh statistics gets a bitmap scan of the whole partition and a sort.
+_RANGE = """
+FROM tidelog_records WHERE pid = %(pid)s AND "offset" > %(after)s AND "offset" <= %(limit)s + greatest(
+    %(after)s, (SELECT min("offset") - 1 FROM tidelog_records WHERE pid = %(pid)s)
+)
+ORDER BY "offset" LIMIT %(limit)s
+"""
 _READ_BYTES = 'SELECT "offset", ts, CASE WHEN text IS NULL THEN value END, meta' + _RANGE
 _READ_TEXT = 'SELECT "offset", ts, CASE WHEN value IS NULL THEN text END, meta' + _RANGE
 _READ_ANY = 'SELECT "offset", ts, value, text, meta' + _RANGE
@@ -519,7 +531,7 @@ class PostgresStore:
 
     def read(self, topic: str, partition: int, after: int, limit: int) -> list[tuple]:
         pid = self._pid(topic, partition)
-        params = (pid, after, limit)
+        params = {"pid": pid, "after": after, "limit": limit}
         shape = self._shapes.get(pid, _READ_BYTES)
         with self._conn() as conn:
             rows = conn.execute(shape, params, binary=True).fetchall()
