@@ -446,14 +446,14 @@ class PostgresStore:
         return True
 
     def partitions(self, topic: str) -> list[PartitionInfo]:
+        # Offsets are dense from the oldest record held to last_offset, so a
+        # partition's count needs no scan: one index probe for the oldest.
         with self._conn() as conn:
             rows = conn.execute(
                 """
-                SELECT p.partition, p.last_offset, r.first, r.n
+                SELECT p.partition, p.last_offset,
+                       (SELECT min("offset") FROM tidelog_records WHERE pid = p.id)
                 FROM tidelog_topics t JOIN tidelog_partitions p ON p.topic_id = t.id
-                CROSS JOIN LATERAL (
-                    SELECT min("offset") AS first, count(*) AS n FROM tidelog_records WHERE pid = p.id
-                ) r
                 WHERE t.name = %s ORDER BY p.partition
                 """,
                 (topic,),
@@ -461,7 +461,10 @@ class PostgresStore:
         if not rows:
             raise UnknownTopic(f"topic {topic!r} does not exist")
         return [
-            PartitionInfo(partition, first if n else last + 1, last, n) for partition, last, first, n in rows
+            PartitionInfo(partition, last + 1, last, 0)
+            if first is None
+            else PartitionInfo(partition, first, last, last - first + 1)
+            for partition, last, first in rows
         ]
 
     # records ---------------------------------------------------------------
