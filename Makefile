@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,spark]'
+	$(PY) -m pip install --quiet -e '.[dev,spark,postgres]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -24,6 +24,7 @@ test: lint
 
 bench: $(STAMP)
 	$(PY) bench/core.py
+	$(PY) bench/postgres.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache tidelog.db tidelog.db-wal tidelog.db-shm

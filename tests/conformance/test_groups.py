@@ -9,6 +9,8 @@ from tidelog.assignors import range_assignor, roundrobin_assignor, sticky_assign
 
 from .test_queues import Clock
 
+pytestmark = pytest.mark.store_feature("groups")
+
 
 @pytest.fixture
 def clock():

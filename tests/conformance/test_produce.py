@@ -299,3 +299,30 @@ def test_group_commit_is_all_or_nothing(store, log):
         log.write(prepared)
     assert snapshot(log) == before
     assert log.read("keep", 0) == []
+
+
+def test_text_with_nul_round_trips(log):
+    producer = log.producer()
+    producer.send("nul", "a\x00b")
+    producer.send_batch("nul", ["c\x00", b"\x00", "plain", {"j": "\x00"}])
+    producer.send_batch("nul", ["\x00", "d"])
+    msgs = log.read("nul", 0)
+    assert [m.data for m in msgs] == ["a\x00b", "c\x00", b"\x00", "plain", {"j": "\x00"}, "\x00", "d"]
+    assert [m.format for m in msgs] == ["text", "text", "bytes", "text", "json", "text", "text"]
+    assert [m.data for m in log.read("nul", 0, after=5)] == ["\x00", "d"]
+
+
+def test_reads_follow_values_of_either_kind(log):
+    producer = log.producer()
+    producer.send_batch("k", [b"1", b"2"])
+    assert [m.data for m in log.read("k", 0)] == [b"1", b"2"]
+    producer.send_batch("k", ["3", {"n": 4}])
+    assert [m.data for m in log.read("k", 0, after=2)] == ["3", {"n": 4}]
+    assert [m.data for m in log.read("k", 0, after=3)] == [{"n": 4}]
+    producer.send("k", "5\x00")
+    producer.send("k", b"6")
+    assert [m.data for m in log.read("k", 0, after=3)] == [{"n": 4}, "5\x00", b"6"]
+    assert [m.data for m in log.read("k", 0)] == [b"1", b"2", "3", {"n": 4}, "5\x00", b"6"]
+    assert [m.data for m in log.read("k", 0, after=5)] == [b"6"]
+    assert [m.data for m in log.read("k", 0, after=4, limit=1)] == ["5\x00"]
+    assert [m.format for m in log.read("k", 0)] == ["bytes", "bytes", "text", "json", "text", "bytes"]

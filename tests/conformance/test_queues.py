@@ -10,6 +10,8 @@ import tidelog
 
 from .conftest import snapshot
 
+pytestmark = pytest.mark.store_feature("queues")
+
 
 class Clock:
     """A controllable clock (ms) so lease expiry needs no sleeping."""

@@ -11,6 +11,8 @@ import tidelog
 from .conftest import snapshot
 from .test_queues import Clock
 
+pytestmark = pytest.mark.store_feature("retention")
+
 HOUR = 3_600_000
 
 

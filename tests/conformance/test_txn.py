@@ -8,6 +8,8 @@ import tidelog
 
 from .conftest import snapshot
 
+pytestmark = pytest.mark.store_feature("txn")
+
 
 def test_a_write_with_a_recorded_txn_appends_nothing_and_answers_the_same(log):
     log.create_topic("a", partitions=2)

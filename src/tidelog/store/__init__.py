@@ -17,4 +17,10 @@ def open_store(url: str, durability: str = "normal") -> Store:
         from .sqlite import SQLiteStore, path_from_url
 
         return SQLiteStore(path_from_url(url), durability=durability)
-    raise ConfigurationError(f"unsupported store URL {url!r}: use a file path, sqlite:///path or :memory:")
+    if scheme in ("postgresql", "postgres"):
+        from .postgres import PostgresStore  # raises ConfigurationError without the driver
+
+        return PostgresStore(url, durability=durability)
+    raise ConfigurationError(
+        f"unsupported store URL {url!r}: use a file path, sqlite:///path, :memory: or postgresql://..."
+    )
