@@ -280,7 +280,7 @@ class Streams:
         stream) or the error that refused that XADD alone."""
         results: list[Any] = [None] * len(adds)
         last: dict[str, _Last] = {}
-        planned: list[tuple[int, Prepared, StreamId | None]] = []
+        planned: list[tuple[int, str, NewRecord, StreamId | None]] = []
         pending_derived: set[str] = set()
 
         for i, add in enumerate(adds):
@@ -299,16 +299,14 @@ class Streams:
                 top = last[add.stream]
                 sid = self._assign(add, top)
                 record = encode_entry(add.fields, sid)
-                prepared = self._producer.prepare(add.stream, [record], partition=0)
             except Exception as e:  # noqa: BLE001 - handed back to that request only
                 results[i] = e
                 continue
-            planned.append((i, prepared, sid))
+            planned.append((i, add.stream, record, sid))
             if sid is None:
                 pending_derived.add(add.stream)
-                last[add.stream] = top._replace(offset=top.offset + 1)
             else:
-                last[add.stream] = _Last(sid, False, top.offset + 1)
+                last[add.stream] = _Last(sid, False, top.offset)
         self._flush(planned, results, last)
         self._trim_after_add(adds, results)
         return results
@@ -340,26 +338,60 @@ class Streams:
             )
         return sid
 
+    def _prepare(
+        self, planned: list[tuple[int, str, NewRecord, StreamId | None]], results: list[Any]
+    ) -> list[tuple[Prepared, list[tuple[int, StreamId | None]]]]:
+        """One prepared batch per stream; a record that fails alone is left out."""
+        by_stream: dict[str, list[tuple[int, NewRecord, StreamId | None]]] = {}
+        for i, stream, record, sid in planned:
+            by_stream.setdefault(stream, []).append((i, record, sid))
+        out = []
+        for stream, items in by_stream.items():
+            try:
+                prepared = self._producer.prepare(stream, [r for _, r, _ in items], partition=0)
+            except Exception:  # noqa: BLE001 - find the records at fault, keep the others
+                good = []
+                for item in items:
+                    try:
+                        self._producer.prepare(stream, [item[1]], partition=0)
+                        good.append(item)
+                    except Exception as e:  # noqa: BLE001
+                        results[item[0]] = e
+                if not good:
+                    continue
+                items = good
+                prepared = self._producer.prepare(stream, [r for _, r, _ in items], partition=0)
+            out.append((prepared, [(i, sid) for i, _, sid in items]))
+        return out
+
     def _flush(
-        self, planned: list[tuple[int, Prepared, StreamId | None]], results: list[Any], last: dict[str, _Last]
+        self,
+        planned: list[tuple[int, str, NewRecord, StreamId | None]],
+        results: list[Any],
+        last: dict[str, _Last],
     ) -> None:
         if not planned:
             return
-        try:
-            sent = self.log.write([p for _, p, _ in planned])
-        except Exception as e:  # noqa: BLE001 - the whole transaction failed
-            for i, _, _ in planned:
-                results[i] = e
-            planned.clear()
-            return
-        for (i, _, sid), s in zip(planned, sent):
-            if sid is None:
-                sid = StreamId(s.timestamp, s.first_offset)
-                last[s.topic] = _Last(sid, True, s.first_offset)
-            else:
-                last[s.topic] = _Last(sid, False, s.first_offset)
-            results[i] = sid
+        batches = self._prepare(planned, results)
         planned.clear()
+        if not batches:
+            return
+        try:
+            sent = self.log.write([p for p, _ in batches])
+        except Exception as e:  # noqa: BLE001 - the whole transaction failed
+            for _, items in batches:
+                for i, _ in items:
+                    results[i] = e
+            return
+        for (_, items), s in zip(batches, sent):
+            offset = s.first_offset
+            for i, sid in items:
+                derived = sid is None
+                if derived:
+                    sid = StreamId(s.timestamp, offset)
+                results[i] = sid
+                last[s.topic] = _Last(sid, derived, offset)
+                offset += 1
 
     def _trim_after_add(self, adds: Sequence[Add], results: list[Any]) -> None:
         for add, result in zip(adds, results):
