@@ -115,11 +115,16 @@ def _encode(value: Any, proto: int, out: list[bytes]) -> None:
     elif kind is float:
         text = repr(value).encode()
         out.append((b",%b\r\n" if proto == 3 else b"$%d\r\n%%b\r\n" % len(text)) % text)
+    elif value is NULL_ARRAY:
+        out.append(b"_\r\n" if proto == 3 else b"*-1\r\n")
     elif isinstance(value, RespError):
         out.append(error(value.line))
     else:
         _encode(str(value), proto, out)
 
 
-def null_array(proto: int) -> bytes:
-    return b"_\r\n" if proto == 3 else b"*-1\r\n"
+class _NullArray:
+    """The null array: `*-1` in RESP2, `_` in RESP3."""
+
+
+NULL_ARRAY = _NullArray()

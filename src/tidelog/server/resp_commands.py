@@ -24,7 +24,7 @@ from .resp_codec import (
     Simple,
     Verbatim,
     arity_error,
-    null_array,
+    NULL_ARRAY,
 )
 
 if TYPE_CHECKING:
@@ -380,7 +380,7 @@ def _read_options(
 
 def _streams_reply(conn: Connection, found: list[tuple[str, list[Entry]]]) -> Any:
     if not found:
-        return null_array(conn.proto)
+        return NULL_ARRAY
     if conn.proto == 3:
         return {key: [entry_reply(e) for e in entries] for key, entries in found}
     return [[key, [entry_reply(e) for e in entries]] for key, entries in found]
