@@ -20,9 +20,8 @@ import redis
 import redis.asyncio as aioredis
 
 import tidelog
-from tidelog.server.resp import start_resp_server, stop_resp_server
-
 from conformance.conftest import STORE_KINDS
+from tidelog.server.resp import start_resp_server, stop_resp_server
 
 
 class ServerThread:
@@ -201,6 +200,19 @@ def test_xadd_xrange_and_bad_ids(srv, r):
     assert r.xlen("s") == 3 and r.xlen("t") == 0
     assert r.xadd("nothere", {"f": "v"}, nomkstream=True) is None
     assert r.exists("nothere") == 0
+
+
+def test_long_pipelines_commit_in_order(r):
+    # Thousands of frames arrive in chunks that split frames anywhere.
+    pipe = r.pipeline(transaction=False)
+    for i in range(3000):
+        pipe.xadd("p", {"n": str(i), "pad": "x" * (i % 97)})
+    pipe.xlen("p")
+    replies = pipe.execute()
+    ids = replies[:-1]
+    assert replies[-1] == 3000
+    assert [int(fields[b"n"]) for _, fields in r.xrange("p")] == list(range(3000))
+    assert [entry_id for entry_id, _ in r.xrange("p")] == ids
 
 
 def test_maxlen_minid_trim_and_del(r):

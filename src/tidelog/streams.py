@@ -196,12 +196,16 @@ class Streams:
 
     def check(self, stream: str, must_exist: bool = False) -> bool:
         """True when `stream` exists; WrongType when it is a topic with several partitions."""
+        meta = self.log._meta.get(stream)  # the Log's cache of partition counts
+        if meta is not None and meta[0] == 1:
+            return True
         check_name("stream", stream)
         info = self.store.topic(stream)
         if info is None:
             if must_exist:
                 raise UnknownTopic(f"stream {stream!r} does not exist")
             return False
+        self.log._remember(info)
         if info.partitions != 1:
             raise WrongType(f"topic {stream!r} has {info.partitions} partitions; a stream has one")
         return True
@@ -230,16 +234,15 @@ class Streams:
 
     def lower_bound(self, stream: str, sid: StreamId) -> int:
         """The offset of the first entry with id >= sid (last offset + 1 when none)."""
+        exact = self._derived_offset(stream, sid)
+        if exact is not None:
+            return exact
         first, last = self._first_row(stream), self._last_row(stream)
         if first is None or last is None:
             return self._last(stream).offset + 1
         lo, hi = first[0], last[0] + 1
         if sid <= entry_id(first):
             return lo
-        if first[0] <= sid.seq <= last[0]:
-            row = self._row_at(stream, sid.seq)
-            if row is not None and entry_id(row) == sid:
-                return sid.seq  # the common case: a derived id names its offset
         while lo < hi:
             mid = (lo + hi) // 2
             row = self._row_at(stream, mid)
@@ -249,8 +252,19 @@ class Streams:
                 hi = mid
         return lo
 
+    def _derived_offset(self, stream: str, sid: StreamId) -> int | None:
+        """The common case: a derived id names its offset; one read confirms it."""
+        if 1 <= sid.seq < OFFSET_LIMIT:
+            row = self._row_at(stream, sid.seq)
+            if row is not None and entry_id(row) == sid:
+                return sid.seq
+        return None
+
     def offset_of(self, stream: str, sid: StreamId) -> int | None:
         """The offset of the entry with exactly this id, None when there is none."""
+        exact = self._derived_offset(stream, sid)
+        if exact is not None:
+            return exact
         offset = self.lower_bound(stream, sid)
         row = self._row_at(stream, offset)
         return offset if row is not None and entry_id(row) == sid else None

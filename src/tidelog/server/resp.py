@@ -227,6 +227,7 @@ class Connection:
         self.transport_writer = writer
         self.parser = hiredis.Reader()
         self.inline = b""
+        self.mid_frame = False  # hiredis holds part of a frame: the next bytes are not inline
         self.read_task: asyncio.Future | None = None
         self.out: list[bytes] = []
         self.outstanding: list[Deferred] = []
@@ -240,12 +241,13 @@ class Connection:
     # reading -----------------------------------------------------------------
 
     def _feed(self, data: bytes) -> None:
-        if self.inline or (data[:1] != b"*" and not self.parser.has_data()):
+        if self.inline or (data[:1] != b"*" and not self.mid_frame):
             self.inline += data
             if len(self.inline) > MAX_INLINE and b"\n" not in self.inline:
                 raise RespError("ERR Protocol error: too big inline request")
             return
         self.parser.feed(data)
+        self.mid_frame = True
         if self.parser.len() > MAX_FRAME:
             raise RespError("ERR Protocol error: request larger than 64 MiB")
 
@@ -268,6 +270,10 @@ class Connection:
             raise RespError(f"ERR Protocol error: {e}") from None
         if frame is False:
             return None
+        # hiredis consumes a frame's parts as they come, so an empty buffer
+        # is no proof of a frame boundary: only a whole frame with nothing
+        # after it is.
+        self.mid_frame = self.parser.has_data()
         if type(frame) is not list or not frame or not all(type(a) is bytes for a in frame):
             raise RespError("ERR Protocol error: expected an array of bulk strings")
         return frame
@@ -477,7 +483,7 @@ class Connection:
             never.cancel()
 
     def next_command_ready(self) -> bool:
-        return bool(self.inline) or self.parser.has_data()
+        return bool(self.inline) or self.mid_frame
 
     async def _settle(self, queue: Any, delivery: Any, command: list[bytes]) -> None:
         word = command[0].upper()

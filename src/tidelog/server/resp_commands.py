@@ -19,12 +19,12 @@ from ..errors import InvalidStreamId, UnknownGroup, UnknownTopic
 from ..streams import MAX_ID, ZERO, Add, Entry, StreamId, parse_id
 from .resp_codec import (
     NOT_INTEGER,
+    NULL_ARRAY,
     SYNTAX,
     RespError,
     Simple,
     Verbatim,
     arity_error,
-    NULL_ARRAY,
 )
 
 if TYPE_CHECKING:
