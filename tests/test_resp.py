@@ -406,11 +406,17 @@ def test_malformed_frames_and_hangups_disturb_no_one(srv, r):
     half = srv.raw()
     half.sock.sendall(b"*5\r\n$4\r\nXADD\r\n$1\r\ns\r\n$1\r\n*\r\n$1\r\nf")
     half.close()  # gone mid-frame
+    split = srv.raw()  # a frame cut at an element boundary, the rest after a pause
+    split.sock.sendall(b"*5\r\n$4\r\nXADD\r\n")
+    time.sleep(0.1)
+    split.sock.sendall(b"$1\r\ns\r\n$1\r\n*\r\n$1\r\nf\r\n$1\r\nv\r\n")
+    assert split.reply().endswith(b"-2")
+    split.close()
     inline = srv.raw()
     inline.sock.sendall(b"PING\r\nXLEN s\r\n")
-    assert inline.reply() == "+PONG" and inline.reply() == 1
+    assert inline.reply() == "+PONG" and inline.reply() == 2
     inline.close()
-    assert r.xlen("s") == 1 and r.ping()
+    assert r.xlen("s") == 2 and r.ping()
 
 
 # the single-binary queue commands ------------------------------------------------
