@@ -157,7 +157,7 @@ def main() -> None:
 
     print("figures from a shared 2-core machine; per second")
     print(f"| {'workload':40} | {'tidelog':>10} | {'redis':>10} | {'ratio':>6} |")
-    print(f"| {'-' * 40} | {'-' * 10}: | {'-' * 10}: | {'-' * 6}: |")
+    print(f"| {'-' * 40} | {'-' * 9}: | {'-' * 9}: | {'-' * 5}: |")
     for label, figures in rows:
         t = figures["tidelog"]
         rd = figures.get("redis")
