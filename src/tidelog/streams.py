@@ -46,6 +46,7 @@ from .errors import (
     WrongType,
 )
 from .log import NewRecord, Prepared
+from .queues import DEFAULT_MAX_DELIVERIES
 from .records import F_HEADERS, decode_headers, decode_meta
 
 if TYPE_CHECKING:
@@ -503,7 +504,9 @@ class Streams:
                 raise UnknownTopic(f"stream {stream!r} does not exist")
             self.log.create_topic(stream, 1)
         cursor = self.cursor_for(stream, sid)
-        if not self.store.queue_create(group, stream, {"kind": "redis"}, [cursor], self.log.clock()):
+        # The queue settings a `Log.queue` handle on this group would take.
+        config = {"kind": "redis", "max_deliveries": DEFAULT_MAX_DELIVERIES, "dead_letter": f"{stream}.dlq"}
+        if not self.store.queue_create(group, stream, config, [cursor], self.log.clock()):
             raise GroupExists("Consumer Group name already exists")
 
     def set_group_id(self, stream: str, group: str, sid: StreamId | None) -> None:

@@ -179,3 +179,24 @@ def test_trim_keeps_offsets_and_drops_leases_on_removed_records(slog):
     assert s.length("s") == 0
     assert add(s, "s", b"n", b"again").seq == 6  # offsets never repeat
     assert slog.store.read_before("s", 0, 100, 10)[0][0] == 6
+
+
+def test_a_redis_group_is_a_queue_group(slog, clock):
+    s = Streams(slog)
+    add(s, "s", b"n", b"1")
+    add(s, "s", b"n", b"2")
+    s.create_group("s", "g", ZERO)
+    s.read_group("s", "g", "c", 1, noack=False)
+    q = slog.queue("s", group="g")
+    assert q.stats().in_flight == 1
+    (d,) = q.receive()
+    assert d.offset == 2  # the entry pending with c is not handed out again
+
+
+def test_poll_says_when_a_delayed_record_falls_due(slog, clock):
+    q = slog.queue("jobs")
+    q.send(b"later", delay=5)
+    assert q.poll() == ([], clock.now + 5000)
+    clock.advance(5)
+    got, _ = q.poll()
+    assert [d.value for d in got] == [b"later"]
