@@ -39,6 +39,16 @@ class MessageTooLarge(InvalidRequest):
     code = "message_too_large"
 
 
+class InvalidStreamId(InvalidRequest):
+    """A stream entry id that is malformed, or not greater than the stream's last."""
+
+    code = "invalid_stream_id"
+
+
+class StreamIdTooSmall(InvalidStreamId):
+    code = "stream_id_too_small"
+
+
 class NotFound(TidelogError):
     code = "not_found"
 
@@ -63,6 +73,16 @@ class Conflict(TidelogError):
 
 class TopicConflict(Conflict):
     code = "topic_conflict"
+
+
+class WrongType(Conflict):
+    """A topic used as a stream that is not one (a stream has one partition)."""
+
+    code = "wrong_type"
+
+
+class GroupExists(Conflict):
+    code = "group_exists"
 
 
 class OffsetOutOfRange(InvalidRequest):

@@ -225,6 +225,28 @@ class Queue:
                 pause = min(pause, max(0.001, (next_due - self.log.clock()) / 1000))
             notifier.wait(seen, pause)
 
+    def poll(
+        self, max_messages: int = 1, visibility_timeout: float | None = None
+    ) -> tuple[list[Delivery], int | None]:
+        """Lease what is available now, without waiting; also says when a
+        leased, released or delayed record falls due next (ms since epoch,
+        None when nothing waits), so an event loop can wait for that time or
+        an append (`Log.listen`) instead of blocking a thread."""
+        if (
+            isinstance(max_messages, bool)
+            or not isinstance(max_messages, int)
+            or not 1 <= max_messages <= MAX_RECEIVE
+        ):
+            raise InvalidRequest(
+                f"max_messages must be an integer from 1 to {MAX_RECEIVE}, got {max_messages!r}"
+            )
+        visibility = self.visibility_timeout
+        if visibility_timeout is not None:
+            visibility = _seconds("visibility_timeout", visibility_timeout, MAX_VISIBILITY_S)
+            if visibility == 0:
+                raise InvalidRequest("visibility_timeout must be more than 0 seconds")
+        return self._receive_once(max_messages, int(visibility * 1000))
+
     def _receive_once(self, limit: int, lease_ms: int) -> tuple[list[Delivery], int | None]:
         leased, next_due = self.log.store.queue_receive(
             self.group, self.topic, self.log.clock(), limit, lease_ms, _due_of, _new_receipt

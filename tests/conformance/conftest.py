@@ -46,6 +46,7 @@ FEATURES = {
     "groups": "group_join",
     "retention": "delete_prefix",
     "txn": "append_many:txn",
+    "streams": "queue_take",
 }
 
 

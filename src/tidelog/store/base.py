@@ -77,6 +77,30 @@ class Replayed(NamedTuple):
     batches: list[tuple[str, int, int, int]]  # (topic, partition, first offset, count)
 
 
+class Pending(NamedTuple):
+    """A leased record held by a named consumer (Redis's pending entry)."""
+
+    partition: int
+    offset: int
+    consumer: str | None
+    delivered: int  # ms since epoch of the last delivery or claim
+    delivery_count: int
+
+
+class PendingSummary(NamedTuple):
+    count: int
+    first: int | None  # lowest leased offset
+    last: int | None  # highest leased offset
+    consumers: list[tuple[str | None, int]]  # (consumer, leases held), by name
+
+
+class ConsumerInfo(NamedTuple):
+    name: str
+    pending: int
+    seen: int  # ms of its last attempted read or claim
+    active: int | None  # ms of its last successful one; None when none yet
+
+
 @dataclass(frozen=True)
 class TopicInfo:
     name: str
@@ -153,6 +177,13 @@ class Store(Protocol):
 
     def read(self, topic: str, partition: int, after: int, limit: int) -> list[tuple]:
         """Records with offset > after, oldest first, at most `limit`."""
+
+    def read_before(self, topic: str, partition: int, before: int, limit: int) -> list[tuple]:
+        """Records with offset < before, newest first, at most `limit`."""
+
+    def trim(self, topic: str, partition: int, before: int) -> int:
+        """Remove the records with offset < before, and queue-group state on
+        them; returns how many records were removed. Offsets are never reused."""
 
     # stream group offsets
     def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
@@ -250,5 +281,91 @@ class Store(Protocol):
         record) to its topic; returns the dead-letter offset."""
 
     def queue_stats(self, group: str, topic: str, now: int, due_of: Any) -> QueueStats: ...
+
+    # named consumers on queue groups (the mechanics of Redis consumer
+    # groups; the policy lives in tidelog.streams). Every call but
+    # queue_create / queue_info / queue_list / queue_delete raises
+    # UnknownGroup when the group does not exist on the topic.
+    def queue_create(
+        self, group: str, topic: str, config: dict[str, Any], cursors: Sequence[int], now: int
+    ) -> bool:
+        """Create a queue group with its cursor (last offset taken) per
+        partition; False, changing nothing, when it exists on the topic."""
+
+    def queue_info(self, group: str, topic: str) -> dict[str, Any] | None:
+        """The group's stored config, None when it does not exist on the topic."""
+
+    def queue_list(self, topic: str) -> list[str]:
+        """Queue groups on a topic, oldest first."""
+
+    def queue_delete(self, group: str, topic: str) -> bool:
+        """Delete a group's cursor, leases and consumers on a topic."""
+
+    def queue_cursor(self, group: str, topic: str, partition: int) -> int: ...
+
+    def queue_set_cursor(self, group: str, topic: str, partition: int, scanned: int) -> None:
+        """Move the cursor, backwards too: records past it are taken again."""
+
+    def queue_take(
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        consumer: str,
+        limit: int,
+        now: int,
+        deadline: int | None,
+    ) -> list[tuple]:
+        """Take up to `limit` records past the cursor (rows as `read`) and
+        move the cursor past them. With a `deadline` each becomes a lease of
+        `consumer` (delivery count 1, delivered `now`); None takes them
+        without leases. Records the consumer as seen (and active if any)."""
+
+    def queue_pending(
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        *,
+        first: int = 0,
+        last: int = ...,
+        consumer: str | None = None,
+        delivered_before: int | None = None,
+        limit: int = 100,
+    ) -> list[Pending]:
+        """Leases with first <= offset <= last, by offset; optionally only one
+        consumer's, or only those delivered at or before `delivered_before`."""
+
+    def queue_pending_summary(self, group: str, topic: str, partition: int) -> PendingSummary: ...
+
+    def queue_claim(
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        offsets: Sequence[int],
+        consumer: str,
+        now: int,
+        *,
+        delivered_before: int,
+        delivered: int,
+        deadline: int,
+        deliveries: int | None = None,
+        count_delivery: bool = True,
+        force: bool = False,
+    ) -> list[int]:
+        """Move the leases among `offsets` delivered at or before
+        `delivered_before` to `consumer`; returns the offsets claimed."""
+
+    def queue_ack_offsets(self, group: str, topic: str, partition: int, offsets: Sequence[int]) -> int:
+        """Finish leased records by offset, whoever holds them; returns how many."""
+
+    def queue_consumers(self, group: str, topic: str) -> list[ConsumerInfo]: ...
+
+    def queue_add_consumer(self, group: str, topic: str, name: str, now: int) -> bool:
+        """Register a consumer; False when it exists."""
+
+    def queue_delete_consumer(self, group: str, topic: str, name: str) -> int:
+        """Forget a consumer and drop its leases; returns how many it held."""
 
     def close(self) -> None: ...

@@ -29,6 +29,7 @@ from ..errors import (
 )
 from . import schema
 from .base import AppendBatch, GroupOffset, PartitionInfo, Replayed, TopicInfo
+from .sqlite_consumers import SQLiteConsumers
 from .sqlite_groups import SQLiteGroups
 from .sqlite_queues import SQLiteQueues
 from .sqlite_retention import SQLiteRetention
@@ -87,7 +88,7 @@ class _PartitionGone(Exception):
     """A cached partition id no longer exists (its topic was deleted)."""
 
 
-class SQLiteStore(SQLiteQueues, SQLiteGroups, SQLiteRetention):
+class SQLiteStore(SQLiteQueues, SQLiteConsumers, SQLiteGroups, SQLiteRetention):
     """Store protocol on one SQLite file (or :memory:)."""
 
     dialect = "sqlite"
@@ -476,6 +477,29 @@ class SQLiteStore(SQLiteQueues, SQLiteGroups, SQLiteRetention):
             # An idle read is the moment to notice a topic deleted elsewhere.
             self._pid(topic, partition, refresh=True)
         return rows
+
+    def read_before(self, topic: str, partition: int, before: int, limit: int) -> list[tuple]:
+        pid = self._pid(topic, partition)
+        lo = pid << OFFSET_BITS
+        with self._read() as conn:
+            return conn.execute(
+                "SELECT id - ?1, ts, value, meta FROM records WHERE id > ?1 AND id < ?2 ORDER BY id DESC LIMIT ?3",
+                (lo, lo + min(before, OFFSET_SPAN), limit),
+            ).fetchall()
+
+    def trim(self, topic: str, partition: int, before: int) -> int:
+        pid = self._pid(topic, partition)
+        lo = pid << OFFSET_BITS
+        with self._write() as db:
+            cur = db.execute("DELETE FROM records WHERE id > ? AND id < ?", (lo, lo + before))
+            removed = cur.rowcount
+            if removed:
+                # Offsets never repeat, even when the partition is now empty.
+                db.execute(
+                    "UPDATE partitions SET base_offset = max(base_offset, ?) WHERE id = ?", (before - 1, pid)
+                )
+                db.execute("DELETE FROM queue_state WHERE pid = ? AND offset < ?", (pid, before))
+        return removed
 
     # stream group offsets ----------------------------------------------------
 

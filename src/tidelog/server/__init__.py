@@ -1,0 +1,1 @@
+"""Network fronts over a Log: the Redis protocol (resp.py)."""

@@ -1,0 +1,336 @@
+"""Named consumers on SQLite queue groups: the mechanics of Redis consumer groups.
+
+A queue group (sqlite_queues) hands records out under leases that expire.
+Redis consumer groups need a little more, and this module adds only that:
+a lease held by a named consumer with an explicit deadline (the core passes
+one that never comes), the time of its last delivery (for idle times),
+listing and claiming leases, moving a group's cursor and deleting a group.
+The policy (what an entry id is, when a claim is allowed) is the core's, in
+`tidelog.streams`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import UnknownGroup
+from .base import ConsumerInfo, Pending, PendingSummary
+
+OFFSET_BITS = 40
+OFFSET_SPAN = 1 << OFFSET_BITS
+
+
+class SQLiteConsumers:
+    """Mixed into SQLiteStore; uses its connections, lock and pid cache."""
+
+    _pid: Callable[..., int]
+    _pids: dict[str, tuple[int, tuple[int, ...]]]
+    _write: Any
+    _read: Any
+    _all_pids: Callable[[str], tuple[int, tuple[int, ...]]]
+
+    # groups ------------------------------------------------------------------
+
+    def _group_pid(self, group: str, topic: str, partition: int) -> tuple[int, int]:
+        """(topic_id, pid) of a partition; UnknownTopic / UnknownPartition as _pid."""
+        pid = self._pid(topic, partition)
+        return self._pids[topic][0], pid
+
+    @staticmethod
+    def _need_group(db: sqlite3.Connection, group: str, topic: str, topic_id: int) -> None:
+        row = db.execute(
+            "SELECT 1 FROM queue_groups WHERE grp = ? AND topic_id = ?", (group, topic_id)
+        ).fetchone()
+        if row is None:
+            raise UnknownGroup(f"queue group {group!r} does not exist on topic {topic!r}")
+
+    def queue_create(
+        self, group: str, topic: str, config: dict[str, Any], cursors: Sequence[int], now: int
+    ) -> bool:
+        topic_id, pids = self._all_pids(topic)
+        with self._write() as db:
+            row = db.execute(
+                "SELECT 1 FROM queue_groups WHERE grp = ? AND topic_id = ?", (group, topic_id)
+            ).fetchone()
+            if row is not None:
+                return False
+            db.execute(
+                "INSERT INTO queue_groups(grp, topic_id, config, created) VALUES (?, ?, ?, ?)",
+                (group, topic_id, json.dumps(config, sort_keys=True), now),
+            )
+            db.execute(
+                "INSERT OR IGNORE INTO groups(name, mode, config, created) VALUES (?, 'queue', '{}', ?)",
+                (group, now),
+            )
+            for i, pid in enumerate(pids):
+                db.execute(
+                    "INSERT OR REPLACE INTO queue_cursors(grp, pid, scanned) VALUES (?, ?, ?)",
+                    (group, pid, cursors[i] if i < len(cursors) else 0),
+                )
+        return True
+
+    def queue_info(self, group: str, topic: str) -> dict[str, Any] | None:
+        topic_id, _ = self._all_pids(topic)
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT config FROM queue_groups WHERE grp = ? AND topic_id = ?", (group, topic_id)
+            ).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def queue_list(self, topic: str) -> list[str]:
+        topic_id, _ = self._all_pids(topic)
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT grp FROM queue_groups WHERE topic_id = ? ORDER BY created, grp", (topic_id,)
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def queue_delete(self, group: str, topic: str) -> bool:
+        topic_id, pids = self._all_pids(topic)
+        with self._write() as db:
+            cur = db.execute("DELETE FROM queue_groups WHERE grp = ? AND topic_id = ?", (group, topic_id))
+            if cur.rowcount == 0:
+                return False
+            for pid in pids:
+                db.execute("DELETE FROM queue_cursors WHERE grp = ? AND pid = ?", (group, pid))
+                db.execute("DELETE FROM queue_state WHERE grp = ? AND pid = ?", (group, pid))
+            db.execute("DELETE FROM queue_consumers WHERE grp = ? AND topic_id = ?", (group, topic_id))
+            # The name stays registered while it is used anywhere else.
+            db.execute(
+                "DELETE FROM groups WHERE name = ?1 AND mode = 'queue' "
+                "AND NOT EXISTS (SELECT 1 FROM queue_groups WHERE grp = ?1)",
+                (group,),
+            )
+        return True
+
+    def queue_cursor(self, group: str, topic: str, partition: int) -> int:
+        topic_id, pid = self._group_pid(group, topic, partition)
+        with self._read() as conn:
+            self._need_group(conn, group, topic, topic_id)
+            row = conn.execute(
+                "SELECT scanned FROM queue_cursors WHERE grp = ? AND pid = ?", (group, pid)
+            ).fetchone()
+        return row[0] if row else 0
+
+    def queue_set_cursor(self, group: str, topic: str, partition: int, scanned: int) -> None:
+        topic_id, pid = self._group_pid(group, topic, partition)
+        with self._write() as db:
+            self._need_group(db, group, topic, topic_id)
+            db.execute(
+                "INSERT INTO queue_cursors(grp, pid, scanned) VALUES (?, ?, ?) "
+                "ON CONFLICT(grp, pid) DO UPDATE SET scanned = excluded.scanned",
+                (group, pid, scanned),
+            )
+
+    # leases held by named consumers --------------------------------------------
+
+    @staticmethod
+    def _touch(
+        db: sqlite3.Connection, group: str, topic_id: int, consumer: str, now: int, active: bool
+    ) -> None:
+        db.execute(
+            "INSERT INTO queue_consumers(grp, topic_id, name, seen, active) VALUES (?1, ?2, ?3, ?4, ?5) "
+            "ON CONFLICT(grp, topic_id, name) DO UPDATE SET seen = ?4, active = coalesce(?5, active)",
+            (group, topic_id, consumer, now, now if active else None),
+        )
+
+    def queue_take(
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        consumer: str,
+        limit: int,
+        now: int,
+        deadline: int | None,
+    ) -> list[tuple]:
+        topic_id, pid = self._group_pid(group, topic, partition)
+        lo = pid << OFFSET_BITS
+        with self._write() as db:
+            self._need_group(db, group, topic, topic_id)
+            rows = db.execute(
+                "SELECT id - ?1, ts, value, meta FROM records WHERE id > ?1 + coalesce("
+                "(SELECT scanned FROM queue_cursors WHERE grp = ?2 AND pid = ?3), 0) "
+                "AND id < ?4 ORDER BY id LIMIT ?5",
+                (lo, group, pid, lo + OFFSET_SPAN, limit),
+            ).fetchall()
+            self._touch(db, group, topic_id, consumer, now, bool(rows))
+            if not rows:
+                return rows
+            if deadline is not None:
+                # A record taken again after the cursor moved back is handed to
+                # this consumer afresh, as Redis does.
+                db.executemany(
+                    "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt, consumer, delivered) "
+                    "VALUES (?1, ?2, ?3, ?4, 1, ?5, ?5, ?6) ON CONFLICT(grp, pid, offset) DO UPDATE SET "
+                    "due = ?4, deliveries = 1, receipt = ?5, consumer = ?5, delivered = ?6",
+                    [(group, pid, r[0], deadline, consumer, now) for r in rows],
+                )
+            db.execute(
+                "INSERT INTO queue_cursors(grp, pid, scanned) VALUES (?, ?, ?) "
+                "ON CONFLICT(grp, pid) DO UPDATE SET scanned = excluded.scanned",
+                (group, pid, rows[-1][0]),
+            )
+        return rows
+
+    def queue_pending(
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        *,
+        first: int = 0,
+        last: int = OFFSET_SPAN - 1,
+        consumer: str | None = None,
+        delivered_before: int | None = None,
+        limit: int = 100,
+    ) -> list[Pending]:
+        topic_id, pid = self._group_pid(group, topic, partition)
+        sql = (
+            "SELECT offset, consumer, coalesce(delivered, 0), deliveries FROM queue_state "
+            "WHERE grp = ? AND pid = ? AND offset BETWEEN ? AND ? AND receipt IS NOT NULL"
+        )
+        params: list[Any] = [group, pid, first, last]
+        if consumer is not None:
+            sql += " AND consumer = ?"
+            params.append(consumer)
+        if delivered_before is not None:
+            sql += " AND coalesce(delivered, 0) <= ?"
+            params.append(delivered_before)
+        sql += " ORDER BY offset LIMIT ?"
+        params.append(limit)
+        with self._read() as conn:
+            self._need_group(conn, group, topic, topic_id)
+            rows = conn.execute(sql, params).fetchall()
+        return [Pending(partition, *r) for r in rows]
+
+    def queue_pending_summary(self, group: str, topic: str, partition: int) -> PendingSummary:
+        topic_id, pid = self._group_pid(group, topic, partition)
+        with self._read() as conn:
+            self._need_group(conn, group, topic, topic_id)
+            count, low, high = conn.execute(
+                "SELECT count(*), min(offset), max(offset) FROM queue_state "
+                "WHERE grp = ? AND pid = ? AND receipt IS NOT NULL",
+                (group, pid),
+            ).fetchone()
+            per = conn.execute(
+                "SELECT consumer, count(*) FROM queue_state WHERE grp = ? AND pid = ? "
+                "AND receipt IS NOT NULL GROUP BY consumer ORDER BY consumer",
+                (group, pid),
+            ).fetchall()
+        return PendingSummary(count, low, high, [(c, n) for c, n in per])
+
+    def queue_claim(
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        offsets: Sequence[int],
+        consumer: str,
+        now: int,
+        *,
+        delivered_before: int,
+        delivered: int,
+        deadline: int,
+        deliveries: int | None = None,
+        count_delivery: bool = True,
+        force: bool = False,
+    ) -> list[int]:
+        """Move leases idle since `delivered_before` (or earlier) to `consumer`.
+
+        `deliveries` sets the delivery count, else `count_delivery` adds one.
+        `force` creates a lease for an offset that has none, if its record
+        exists. Returns the offsets claimed, in the order asked.
+        """
+        topic_id, pid = self._group_pid(group, topic, partition)
+        lo = pid << OFFSET_BITS
+        claimed = []
+        with self._write() as db:
+            self._need_group(db, group, topic, topic_id)
+            for offset in offsets:
+                cur = db.execute(
+                    "UPDATE queue_state SET consumer = ?1, receipt = ?1, delivered = ?2, due = ?3, "
+                    "deliveries = coalesce(?4, deliveries + ?5) "
+                    "WHERE grp = ?6 AND pid = ?7 AND offset = ?8 AND receipt IS NOT NULL "
+                    "AND coalesce(delivered, 0) <= ?9",
+                    (
+                        consumer,
+                        delivered,
+                        deadline,
+                        deliveries,
+                        1 if count_delivery else 0,
+                        group,
+                        pid,
+                        offset,
+                        delivered_before,
+                    ),
+                )
+                if cur.rowcount == 0 and force:
+                    cur = db.execute(
+                        "INSERT OR IGNORE INTO queue_state(grp, pid, offset, due, deliveries, receipt, consumer, delivered) "
+                        "SELECT ?1, ?2, ?3, ?4, coalesce(?5, 1), ?6, ?6, ?7 FROM records WHERE id = ?8",
+                        (group, pid, offset, deadline, deliveries, consumer, delivered, lo + offset),
+                    )
+                if cur.rowcount:
+                    claimed.append(offset)
+            self._touch(db, group, topic_id, consumer, now, bool(claimed))
+        return claimed
+
+    def queue_ack_offsets(self, group: str, topic: str, partition: int, offsets: Sequence[int]) -> int:
+        """Finish the leased records among `offsets`; returns how many were leased."""
+        topic_id, pid = self._group_pid(group, topic, partition)
+        done = 0
+        with self._write() as db:
+            self._need_group(db, group, topic, topic_id)
+            for offset in offsets:
+                done += db.execute(
+                    "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ? AND receipt IS NOT NULL",
+                    (group, pid, offset),
+                ).rowcount
+        return done
+
+    # consumers ---------------------------------------------------------------
+
+    def queue_consumers(self, group: str, topic: str) -> list[ConsumerInfo]:
+        topic_id, pids = self._all_pids(topic)
+        marks = ",".join("?" * len(pids))
+        with self._read() as conn:
+            self._need_group(conn, group, topic, topic_id)
+            rows = conn.execute(
+                "SELECT c.name, (SELECT count(*) FROM queue_state s WHERE s.grp = c.grp "
+                f"AND s.pid IN ({marks}) AND s.consumer = c.name AND s.receipt IS NOT NULL), c.seen, c.active "
+                "FROM queue_consumers c WHERE c.grp = ? AND c.topic_id = ? ORDER BY c.name",
+                (*pids, group, topic_id),
+            ).fetchall()
+        return [ConsumerInfo(*r) for r in rows]
+
+    def queue_add_consumer(self, group: str, topic: str, name: str, now: int) -> bool:
+        topic_id, _ = self._all_pids(topic)
+        with self._write() as db:
+            self._need_group(db, group, topic, topic_id)
+            cur = db.execute(
+                "INSERT OR IGNORE INTO queue_consumers(grp, topic_id, name, seen, active) "
+                "VALUES (?, ?, ?, ?, NULL)",
+                (group, topic_id, name, now),
+            )
+        return cur.rowcount == 1
+
+    def queue_delete_consumer(self, group: str, topic: str, name: str) -> int:
+        """Forget a consumer and drop its leases; returns how many it held."""
+        topic_id, pids = self._all_pids(topic)
+        dropped = 0
+        with self._write() as db:
+            self._need_group(db, group, topic, topic_id)
+            for pid in pids:
+                dropped += db.execute(
+                    "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND consumer = ? AND receipt IS NOT NULL",
+                    (group, pid, name),
+                ).rowcount
+            db.execute(
+                "DELETE FROM queue_consumers WHERE grp = ? AND topic_id = ? AND name = ?",
+                (group, topic_id, name),
+            )
+        return dropped
