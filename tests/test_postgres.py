@@ -24,6 +24,7 @@ import pytest
 import tidelog
 from pgschema import postgres_schema
 from test_processes import PRODUCER, acked, run_producers
+from tidelog.store import schema
 
 
 @pytest.fixture
@@ -75,7 +76,9 @@ def test_search_path_without_a_schema_is_a_configuration_error(pg_url):
 def test_newer_schema_version_is_refused(pg_url):
     tidelog.open(pg_url).close()
     with raw(pg_url) as conn:
-        assert conn.execute("SELECT max(version) FROM tidelog_version").fetchone()[0] == 1
+        assert conn.execute("SELECT max(version) FROM tidelog_version").fetchone()[0] == schema.latest(
+            "postgres"
+        )
         conn.execute("INSERT INTO tidelog_version (version) VALUES (99)")
     with pytest.raises(tidelog.ConfigurationError, match="version 99"):
         tidelog.open(pg_url)
@@ -98,7 +101,8 @@ def test_first_opens_at_once_migrate_once(pg_url):
         t.join()
     assert errors == []
     with raw(pg_url) as conn:
-        assert conn.execute("SELECT version FROM tidelog_version").fetchall() == [(1,)]
+        versions = [(v,) for v, _ in schema.migrations("postgres")]
+        assert conn.execute("SELECT version FROM tidelog_version ORDER BY version").fetchall() == versions
     with tidelog.open(pg_url) as log:
         assert sorted(m.data for m in log.read("t", 0)) == [str(i) for i in range(6)]
 
@@ -250,15 +254,48 @@ def test_reads_touch_at_most_limit_rows_without_statistics(pg_url):
 
 
 def test_reads_start_at_the_oldest_record_held(pg_url):
-    # Retention will remove the oldest records; a read from before them
-    # starts at the first one still held.
+    # Retention removed the oldest records; a read from before them starts
+    # at the first one still held.
     with tidelog.open(pg_url) as log:
-        log.producer().send_batch("r", [str(i) for i in range(1, 301)], partition=0)
-        with raw(pg_url) as conn:
-            conn.execute('DELETE FROM tidelog_records WHERE "offset" <= 200')
+        log.producer().send_batch("r", [str(i).encode() for i in range(1, 301)], partition=0)
+        assert log.store.delete_prefix("r", 0, 200, 1000) == (200, sum(len(str(i)) for i in range(1, 201)))
         assert [m.offset for m in log.read("r", 0, after=0, limit=5)] == [201, 202, 203, 204, 205]
         (part,) = log.describe("r").partitions
         assert (part.first_offset, part.last_offset, part.records) == (201, 300, 100)
+
+
+def test_reads_cross_compaction_gaps_wider_than_the_limit(pg_url):
+    # A read's upper bound starts at the first record held past `after`, so a
+    # reader never mistakes a gap for the end of the partition (before a gap
+    # a read may return fewer than `limit` records).
+    with tidelog.open(pg_url) as log:
+        log.producer().send_batch("c", [b"x"] * 1000, partition=0)
+        assert log.store.delete_offsets("c", 0, list(range(11, 991))) == 980
+        assert [m.offset for m in log.read("c", 0, after=5, limit=10)] == [6, 7, 8, 9, 10]
+        assert [m.offset for m in log.read("c", 0, after=10, limit=3)] == [991, 992, 993]
+        (part,) = log.describe("c").partitions
+        assert (part.first_offset, part.last_offset, part.records, part.bytes) == (1, 1000, 20, 20)
+
+
+def test_counters_match_the_records_held(pg_url):
+    # describe reads the partition row's counters; they follow appends of
+    # every kind, retention and compaction exactly.
+    with tidelog.open(pg_url) as log:
+        producer = log.producer()
+        producer.send("m", b"abc", partition=0, key="k", headers={"h": b"1"})
+        producer.send_batch("m", ["t\u00e9xt", {"j": 1}, b"", "nul\x00here"], partition=0)
+        log.write([producer.prepare("m", [b"12345"], partition=0)], txn="counted-once")
+        log.write([producer.prepare("m", [b"12345"], partition=0)], txn="counted-once")
+        log.store.delete_offsets("m", 0, [3])
+        log.store.delete_prefix("m", 0, 1, 10)
+        with raw(pg_url) as conn:
+            held = conn.execute(
+                "SELECT count(*), sum(coalesce(octet_length(value), 0) + coalesce(octet_length(text), 0) "
+                "+ coalesce(octet_length(meta), 0)) FROM tidelog_records"
+            ).fetchone()
+        (part,) = log.describe("m").partitions
+        assert (part.records, part.bytes) == held
+        assert part.records == 4 and part.bytes > 0
 
 
 # wake-ups ----------------------------------------------------------------------

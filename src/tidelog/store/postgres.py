@@ -38,7 +38,9 @@ from ..errors import (
     UnknownTopic,
 )
 from . import schema
-from .base import AppendBatch, GroupOffset, PartitionInfo, TopicInfo
+from .base import AppendBatch, GroupOffset, PartitionInfo, Replayed, TopicInfo
+from .postgres_groups import PostgresGroups
+from .postgres_retention import PostgresRetention
 
 try:
     import psycopg
@@ -54,39 +56,58 @@ CONNECT_TIMEOUT_S = 10
 LISTEN_TICK_S = 0.25  # how often the listener looks whether the store was closed
 RECONNECT_S = 1.0
 
+# What a record counts as in a partition's bytes: its stored value and meta.
+_SIZE = "coalesce(octet_length(value), 0) + coalesce(octet_length(text), 0) + coalesce(octet_length(meta), 0)"
+
 # Append one batch to one partition in one statement: take the partition's
 # row lock and its next offsets, insert the records, notify listeners. No row
 # comes back when the partition is gone (its topic was deleted).
 # A notification's payload is the log's schema, a slash, and the token of the
 # store that appended (set on its connections as tidelog.origin): a listener
 # skips its own store's appends, which its Log announced already.
-_APPEND = """
-WITH p AS (
-    UPDATE tidelog_partitions SET last_offset = last_offset + %(n)s WHERE id = %(pid)s
+# The partition row also counts the records and bytes it holds (for describe
+# without a scan); the statement computes the bytes from the arrays it inserts.
+_APPEND = (
+    """
+WITH v AS (
+    SELECT * FROM unnest(%(values)b::bytea[], %(texts)b::text[], %(metas)b::bytea[])
+         WITH ORDINALITY AS v(value, text, meta, i)
+), p AS (
+    UPDATE tidelog_partitions SET last_offset = last_offset + %(n)s, records = records + %(n)s,
+        bytes = bytes + (SELECT coalesce(sum("""
+    + _SIZE
+    + """), 0) FROM v)
+    WHERE id = %(pid)s
     RETURNING last_offset - %(n)s AS before
 ), r AS (
     INSERT INTO tidelog_records (pid, "offset", ts, value, text, meta)
-    SELECT %(pid)s, p.before + v.i, %(ts)s, v.value, v.text, v.meta
-    FROM p, unnest(%(values)b::bytea[], %(texts)b::text[], %(metas)b::bytea[])
-         WITH ORDINALITY AS v(value, text, meta, i)
+    SELECT %(pid)s, p.before + v.i, %(ts)s, v.value, v.text, v.meta FROM p, v
 )
 SELECT before + 1,
        pg_notify('tidelog', current_schema() || '/' || coalesce(current_setting('tidelog.origin', true), ''))
 FROM p
 """
+)
 
-_APPEND_ONE = """
-WITH p AS (
-    UPDATE tidelog_partitions SET last_offset = last_offset + 1 WHERE id = %s
+_APPEND_ONE = (
+    """
+WITH v AS (SELECT %s::bigint AS pid, %s::bigint AS ts, %s::bytea AS value, %s::text AS text, %s::bytea AS meta),
+p AS (
+    UPDATE tidelog_partitions SET last_offset = last_offset + 1, records = records + 1,
+        bytes = bytes + (SELECT """
+    + _SIZE
+    + """ FROM v)
+    WHERE id = (SELECT pid FROM v)
     RETURNING id, last_offset
 ), r AS (
     INSERT INTO tidelog_records (pid, "offset", ts, value, text, meta)
-    SELECT id, last_offset, %s, %s::bytea, %s::text, %s::bytea FROM p
+    SELECT p.id, p.last_offset, v.ts, v.value, v.text, v.meta FROM p, v
 )
 SELECT last_offset,
        pg_notify('tidelog', current_schema() || '/' || coalesce(current_setting('tidelog.origin', true), ''))
 FROM p
 """
+)
 
 # Reads come in three shapes. A partition whose records were all sent as
 # bytes (or all as text) is read with one value column, so the rows come out
@@ -94,15 +115,17 @@ FROM p
 # kind, and the read is done again with both columns. The store remembers per
 # partition which shape fit last.
 #
-# The range has an upper bound as well: offsets are dense and become visible
-# in order (an appender waits for the one before it to commit), so the next
-# `limit` records are exactly those up to after + limit, or, when the oldest
-# records were removed, up to the first one held - 1 + limit. With both bounds
-# every plan touches at most `limit` rows; with only `offset > after`, a table
-# without fresh statistics gets a bitmap scan of the whole partition and a sort.
+# The range has an upper bound as well: offsets become visible in order (an
+# appender waits for the one before it to commit) and are dense but for what
+# retention and compaction removed, so the next records start at the first one
+# held past `after` (one index probe) and the next `limit` of them lie within
+# `limit` offsets of it (fewer when compaction left gaps there: the reader
+# gets fewer and goes on from the last). With both bounds every plan touches
+# at most `limit` rows; with only `offset > after`, a table without fresh
+# statistics gets a bitmap scan of the whole partition and a sort.
 _RANGE = """
-FROM tidelog_records WHERE pid = %(pid)s AND "offset" > %(after)s AND "offset" <= %(limit)s + greatest(
-    %(after)s, (SELECT min("offset") - 1 FROM tidelog_records WHERE pid = %(pid)s)
+FROM tidelog_records WHERE pid = %(pid)s AND "offset" > %(after)s AND "offset" <= %(limit)s + coalesce(
+    (SELECT min("offset") - 1 FROM tidelog_records WHERE pid = %(pid)s AND "offset" > %(after)s), %(after)s
 )
 ORDER BY "offset" LIMIT %(limit)s
 """
@@ -130,13 +153,15 @@ WHERE grp = %(grp)s AND pid = %(pid)s AND committed < %(offset)s
   AND %(offset)s <= (SELECT last_offset FROM tidelog_partitions WHERE id = %(pid)s)
 """
 
+# A seek also refuses an offset retention removed (0 excepted: "from the first").
 _SEEK = """
-WITH p AS (SELECT last_offset FROM tidelog_partitions WHERE id = %(pid)s), c AS (
+WITH p AS (SELECT last_offset, removed_through FROM tidelog_partitions WHERE id = %(pid)s), c AS (
     INSERT INTO tidelog_offsets (grp, pid, committed)
     SELECT %(grp)s, %(pid)s, %(offset)s::bigint FROM p WHERE %(offset)s::bigint <= p.last_offset
+        AND NOT (0 < %(offset)s::bigint AND %(offset)s::bigint < p.removed_through)
     ON CONFLICT (grp, pid) DO UPDATE SET committed = excluded.committed
 )
-SELECT last_offset FROM p
+SELECT last_offset, removed_through FROM p
 """
 
 _TOPIC_COLUMNS = "SELECT name, partitions, config, created FROM tidelog_topics"
@@ -179,7 +204,7 @@ class _PartitionGone(Exception):
     """A cached partition id no longer exists (its topic was deleted)."""
 
 
-class PostgresStore:
+class PostgresStore(PostgresGroups, PostgresRetention):
     """Store protocol on a PostgreSQL database."""
 
     dialect = "postgres"
@@ -446,13 +471,13 @@ class PostgresStore:
         return True
 
     def partitions(self, topic: str) -> list[PartitionInfo]:
-        # Offsets are dense from the oldest record held to last_offset, so a
-        # partition's count needs no scan: one index probe for the oldest.
+        # The partition row counts its records and bytes, so describing needs
+        # no scan: one index probe for the oldest record held.
         with self._conn() as conn:
             rows = conn.execute(
                 """
                 SELECT p.partition, p.last_offset,
-                       (SELECT min("offset") FROM tidelog_records WHERE pid = p.id)
+                       (SELECT min("offset") FROM tidelog_records WHERE pid = p.id), p.records, p.bytes
                 FROM tidelog_topics t JOIN tidelog_partitions p ON p.topic_id = t.id
                 WHERE t.name = %s ORDER BY p.partition
                 """,
@@ -461,10 +486,10 @@ class PostgresStore:
         if not rows:
             raise UnknownTopic(f"topic {topic!r} does not exist")
         return [
-            PartitionInfo(partition, last + 1, last, 0)
+            PartitionInfo(partition, last + 1, last, 0, 0)
             if first is None
-            else PartitionInfo(partition, first, last, last - first + 1)
-            for partition, last, first in rows
+            else PartitionInfo(partition, first, last, records, size)
+            for partition, last, first, records, size in rows
         ]
 
     # records ---------------------------------------------------------------
@@ -497,7 +522,7 @@ class PostgresStore:
     ) -> int:
         return self.append_many([AppendBatch(topic, partition, timestamp, values, metas)])[0]
 
-    def append_many(self, batches: Sequence[AppendBatch]) -> list[int]:
+    def append_many(self, batches: Sequence[AppendBatch], txn: str | None = None) -> list[int] | Replayed:
         params = [_append_params(b) for b in batches]
         gone = batches[0]
         for attempt in (0, 1):
@@ -505,6 +530,8 @@ class PostgresStore:
                 p["pid"] = self._pid(b.topic, b.partition, refresh=attempt == 1)
             try:
                 with self._conn() as conn:
+                    if txn is not None:
+                        return self._append_once(conn, params, batches, txn)
                     if len(batches) == 1:
                         row = conn.execute(_APPEND, params[0]).fetchone()
                         if row is None:
@@ -518,18 +545,33 @@ class PostgresStore:
 
     @staticmethod
     def _append_in_transaction(conn: psycopg.Connection, params: list[dict[str, Any]]) -> list[int]:
-        # Partitions are locked in pid order, so two group commits over the
-        # same partitions never wait for each other in a cycle; a partition
-        # named twice gets its batches in the order given.
-        order = sorted(range(len(params)), key=lambda i: params[i]["pid"])
-        firsts = [0] * len(params)
         with conn.transaction(), conn.pipeline():
-            cursors = [(i, conn.execute(_APPEND, params[i])) for i in order]
-            for i, cur in cursors:
-                row = cur.fetchone()
-                if row is None:
-                    raise _PartitionGone(i)  # rolls the whole transaction back
-                firsts[i] = row[0]
+            return _append_all(conn, params)
+
+    @staticmethod
+    def _append_once(
+        conn: psycopg.Connection, params: list[dict[str, Any]], batches: Sequence[AppendBatch], txn: str
+    ) -> list[int] | Replayed:
+        """An idempotent write: claim the txn id, append, record the result,
+        all in one transaction. A second writer of the same id waits on the
+        claim until the first commits (then replays its result) or rolls
+        back (then writes itself)."""
+        with conn.transaction():
+            claimed = conn.execute(
+                "INSERT INTO tidelog_txns (id, result, created) VALUES (%s, '[]', %s) "
+                "ON CONFLICT (id) DO NOTHING RETURNING 1",
+                (txn, _now_ms()),
+            ).fetchone()
+            if claimed is None:
+                ts, done = conn.execute("SELECT result FROM tidelog_txns WHERE id = %s", (txn,)).fetchone()[0]
+                return Replayed(ts, [tuple(b) for b in done])
+            with conn.pipeline():
+                firsts = _append_all(conn, params)
+            done = [[b.topic, b.partition, f, len(b.values)] for b, f in zip(batches, firsts)]
+            conn.execute(
+                "UPDATE tidelog_txns SET result = %s WHERE id = %s",
+                (Jsonb([batches[0].timestamp, done]), txn),
+            )
         return firsts
 
     def read(self, topic: str, partition: int, after: int, limit: int) -> list[tuple]:
@@ -541,9 +583,14 @@ class PostgresStore:
             if rows and shape is not _READ_ANY and None in map(_blobs, rows):
                 shape = _READ_ANY
                 rows = conn.execute(shape, params, binary=True).fetchall()
+            held = True
+            if not rows or rows[0][0] != after + 1:
+                # A gap: compaction (fine) or retention removed what was asked for.
+                held = self.check_start(conn, topic, partition, pid, after)
         if not rows:
-            # An idle read is the moment to notice a topic deleted elsewhere.
-            self._pid(topic, partition, refresh=True)
+            if not held:
+                # An idle read is the moment to notice a topic deleted elsewhere.
+                self._pid(topic, partition, refresh=True)
             return rows
         if shape is not _READ_ANY:
             return rows
@@ -567,14 +614,35 @@ class PostgresStore:
             with self._conn() as conn:
                 row = conn.execute(sql, params).fetchone()
             if row is not None:
-                last = row[0]
-                if offset > last:
-                    raise OffsetOutOfRange(
-                        f"offset {offset} is past the end of {topic!r}/{partition} (last offset {last})",
-                        last=last,
-                    )
+                self._check_offset(topic, partition, offset, *row)
                 return
         raise UnknownTopic(f"topic {topic!r} does not exist")
+
+    @staticmethod
+    def _check_offset(topic: str, partition: int, offset: int, last: int, removed: int = 0) -> None:
+        """OffsetOutOfRange when `offset` is past the end, or (for a seek)
+        before what retention kept; 0 is never before it."""
+        if offset > last:
+            raise OffsetOutOfRange(
+                f"offset {offset} is past the end of {topic!r}/{partition} (last offset {last})",
+                last=last,
+            )
+        if 0 < offset < removed:
+            raise OffsetOutOfRange(
+                f"offset {offset + 1} of {topic!r}/{partition} was removed by retention; "
+                f"the first available offset is {removed + 1}",
+                first=removed + 1,
+                last=last,
+            )
+
+    def _commit_in(
+        self, conn: psycopg.Connection, group: str, topic: str, partition: int, pid: int, offset: int
+    ) -> None:
+        """A commit inside the caller's transaction (a fenced group commit)."""
+        row = conn.execute(_COMMIT, {"grp": group, "pid": pid, "offset": offset}).fetchone()
+        if row is None:
+            raise UnknownTopic(f"topic {topic!r} does not exist")
+        self._check_offset(topic, partition, offset, row[0])
 
     def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
         params = {"grp": group, "pid": self._pid(topic, partition), "offset": offset}
@@ -619,6 +687,22 @@ class PostgresStore:
                 "SELECT name FROM tidelog_groups UNION SELECT grp FROM tidelog_offsets ORDER BY 1"
             ).fetchall()
         return [r[0] for r in rows]
+
+
+def _append_all(conn: psycopg.Connection, params: list[dict[str, Any]]) -> list[int]:
+    """Append each batch in the caller's transaction; the first offset of each."""
+    # Partitions are locked in pid order, so two group commits over the
+    # same partitions never wait for each other in a cycle; a partition
+    # named twice gets its batches in the order given.
+    order = sorted(range(len(params)), key=lambda i: params[i]["pid"])
+    firsts = [0] * len(params)
+    cursors = [(i, conn.execute(_APPEND, params[i])) for i in order]
+    for i, cur in cursors:
+        row = cur.fetchone()
+        if row is None:
+            raise _PartitionGone(i)  # rolls the whole transaction back
+        firsts[i] = row[0]
+    return firsts
 
 
 def _append_params(batch: AppendBatch) -> dict[str, Any]:
