@@ -176,6 +176,10 @@ class GroupConsumer:
             for tp in revoke:
                 self._position.pop(tp, None)
                 self._committed.pop(tp, None)
+            # Released means no longer ours: one handed straight back (the
+            # member set changed again meanwhile) is newly assigned, with a
+            # position from the committed offset and its on_assign.
+            self._owned = [tp for tp in self._owned if tp not in revoke]
         sync = self.log.store.group_release(
             self.group, self.member_id, revoke, self.log.clock(), self._assign
         )
