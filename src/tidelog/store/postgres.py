@@ -56,58 +56,44 @@ CONNECT_TIMEOUT_S = 10
 LISTEN_TICK_S = 0.25  # how often the listener looks whether the store was closed
 RECONNECT_S = 1.0
 
-# What a record counts as in a partition's bytes: its stored value and meta.
-_SIZE = "coalesce(octet_length(value), 0) + coalesce(octet_length(text), 0) + coalesce(octet_length(meta), 0)"
-
 # Append one batch to one partition in one statement: take the partition's
 # row lock and its next offsets, insert the records, notify listeners. No row
 # comes back when the partition is gone (its topic was deleted).
 # A notification's payload is the log's schema, a slash, and the token of the
 # store that appended (set on its connections as tidelog.origin): a listener
 # skips its own store's appends, which its Log announced already.
-# The partition row also counts the records and bytes it holds (for describe
-# without a scan); the statement computes the bytes from the arrays it inserts.
-_APPEND = (
-    """
-WITH v AS (
-    SELECT * FROM unnest(%(values)b::bytea[], %(texts)b::text[], %(metas)b::bytea[])
-         WITH ORDINALITY AS v(value, text, meta, i)
-), p AS (
-    UPDATE tidelog_partitions SET last_offset = last_offset + %(n)s, records = records + %(n)s,
-        bytes = bytes + (SELECT coalesce(sum("""
-    + _SIZE
-    + """), 0) FROM v)
+# The partition row also counts the records and the bytes it holds (value and
+# meta octets, as `_size` computes them), so describe needs no scan.
+_APPEND = """
+WITH p AS (
+    UPDATE tidelog_partitions
+    SET last_offset = last_offset + %(n)s, records = records + %(n)s, bytes = bytes + %(size)s
     WHERE id = %(pid)s
     RETURNING last_offset - %(n)s AS before
 ), r AS (
     INSERT INTO tidelog_records (pid, "offset", ts, value, text, meta)
-    SELECT %(pid)s, p.before + v.i, %(ts)s, v.value, v.text, v.meta FROM p, v
+    SELECT %(pid)s, p.before + v.i, %(ts)s, v.value, v.text, v.meta
+    FROM p, unnest(%(values)b::bytea[], %(texts)b::text[], %(metas)b::bytea[])
+         WITH ORDINALITY AS v(value, text, meta, i)
 )
 SELECT before + 1,
        pg_notify('tidelog', current_schema() || '/' || coalesce(current_setting('tidelog.origin', true), ''))
 FROM p
 """
-)
 
-_APPEND_ONE = (
-    """
-WITH v AS (SELECT %s::bigint AS pid, %s::bigint AS ts, %s::bytea AS value, %s::text AS text, %s::bytea AS meta),
-p AS (
-    UPDATE tidelog_partitions SET last_offset = last_offset + 1, records = records + 1,
-        bytes = bytes + (SELECT """
-    + _SIZE
-    + """ FROM v)
-    WHERE id = (SELECT pid FROM v)
+_APPEND_ONE = """
+WITH p AS (
+    UPDATE tidelog_partitions SET last_offset = last_offset + 1, records = records + 1, bytes = bytes + %s
+    WHERE id = %s
     RETURNING id, last_offset
 ), r AS (
     INSERT INTO tidelog_records (pid, "offset", ts, value, text, meta)
-    SELECT p.id, p.last_offset, v.ts, v.value, v.text, v.meta FROM p, v
+    SELECT id, last_offset, %s, %s::bytea, %s::text, %s::bytea FROM p
 )
 SELECT last_offset,
        pg_notify('tidelog', current_schema() || '/' || coalesce(current_setting('tidelog.origin', true), ''))
 FROM p
 """
-)
 
 # Reads come in three shapes. A partition whose records were all sent as
 # bytes (or all as text) is read with one value column, so the rows come out
@@ -189,6 +175,17 @@ def _columns(value: bytes | str) -> tuple[bytes | None, str | None]:
     if "\x00" in value:
         return value.encode(), ""
     return None, value
+
+
+def _size(blob: bytes | None, text: str | None, meta: bytes | None) -> int:
+    """A record's bytes in its partition's count: the octets of its stored
+    value and meta, as PostgreSQL's octet_length counts them."""
+    n = 0 if meta is None else len(meta)
+    if blob is not None:
+        n += len(blob)
+    if text:
+        n += len(text) if text.isascii() else len(text.encode())
+    return n
 
 
 def _now_ms() -> int:
@@ -497,13 +494,14 @@ class PostgresStore(PostgresGroups, PostgresRetention):
     def append_one(
         self, topic: str, partition: int, timestamp: int, value: bytes | str, meta: bytes | None = None
     ) -> int:
-        params = [0, timestamp, *_columns(value), meta]
+        blob, text = _columns(value)
+        params = [_size(blob, text, meta), 0, timestamp, blob, text, meta]
         entry = self._pids.get(topic)
         for attempt in (0, 1):
             if entry is None or attempt or partition >= len(entry[1]):
-                params[0] = self._pid(topic, partition, refresh=attempt == 1)
+                params[1] = self._pid(topic, partition, refresh=attempt == 1)
             else:
-                params[0] = entry[1][partition]
+                params[1] = entry[1][partition]
             with self._conn() as conn:
                 row = conn.execute(_APPEND_ONE, params).fetchone()
             if row is not None:
@@ -716,11 +714,23 @@ def _append_params(batch: AppendBatch) -> dict[str, Any]:
     else:
         blobs, texts = map(list, zip(*map(_columns, values)))
     metas = batch.metas
+    if metas is not None and not isinstance(metas, list):
+        metas = list(metas)
+    if blobs is values:
+        size = sum(map(len, values))
+    elif texts is values:
+        joined = "".join(texts)
+        size = len(joined) if joined.isascii() else len(joined.encode())
+    else:
+        size = sum(map(_size, blobs, texts, repeat(None)))
+    if metas is not None:
+        size += sum(map(len, filter(None, metas)))
     return {
         "n": len(values),
+        "size": size,
         "pid": 0,
         "ts": batch.timestamp,
         "values": blobs,
         "texts": texts,
-        "metas": metas if metas is None or isinstance(metas, list) else list(metas),
+        "metas": metas,
     }

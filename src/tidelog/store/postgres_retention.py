@@ -20,7 +20,7 @@ from ..errors import OffsetOutOfRange, StoreError, UnknownTopic
 if TYPE_CHECKING:
     import psycopg
 
-# What a record counts as in a partition's bytes (as postgres._SIZE).
+# What a record counts as in a partition's bytes (as postgres._size does for appends).
 _SIZE = "coalesce(octet_length(value), 0) + coalesce(octet_length(text), 0) + coalesce(octet_length(meta), 0)"
 
 # Hold the partition against a topic delete (which locks it FOR UPDATE) but
