@@ -13,6 +13,12 @@ connection of its own (channel `tidelog`, the schema as payload), so a
 long-poll on one machine wakes when another
 appends.
 
+The partition row also counts the records and bytes the partition holds:
+appends add to them and retention's deletes subtract, each in the statement
+that changes the records (any new code that deletes records must do the
+same). Stream group membership and retention live in the mixins
+`postgres_groups` and `postgres_retention`.
+
 Tables live in the first schema of the connection's search_path (set it in
 the URL: `?options=-csearch_path%3Dmyschema`).
 """
@@ -582,8 +588,9 @@ class PostgresStore(PostgresGroups, PostgresRetention):
                 shape = _READ_ANY
                 rows = conn.execute(shape, params, binary=True).fetchall()
             held = True
-            if not rows or rows[0][0] != after + 1:
-                # A gap: compaction (fine) or retention removed what was asked for.
+            if not rows or (after and rows[0][0] != after + 1):
+                # Nothing, or a gap: compaction (fine) or retention removed
+                # what was asked for (reading from 0 never is).
                 held = self.check_start(conn, topic, partition, pid, after)
         if not rows:
             if not held:
