@@ -178,14 +178,20 @@ class Log:
         """Commit prepared batches in one transaction (group commit).
 
         All or nothing; each batch gets consecutive offsets in its partition.
+        A batch's records get its `timestamp` when it carries one (a remote
+        producer's clock), else the log's clock.
         """
         if not batches:
             return []
-        ts = self.clock()
+        now = self.clock()
+        stamps = [now if b.timestamp is None else b.timestamp for b in batches]
         firsts = self.store.append_many(
-            [AppendBatch(b.topic, b.partition, ts, b.values, b.metas) for b in batches]
+            [AppendBatch(b.topic, b.partition, ts, b.values, b.metas) for b, ts in zip(batches, stamps)]
         )
-        sent = [BatchSent(b.topic, b.partition, f, len(b.values), ts) for b, f in zip(batches, firsts)]
+        sent = [
+            BatchSent(b.topic, b.partition, f, len(b.values), ts)
+            for b, f, ts in zip(batches, firsts, stamps)
+        ]
         for s in sent:
             self.notifier.notify(s.topic, s.partition, s.last_offset)
         return sent
@@ -368,6 +374,7 @@ class Prepared(NamedTuple):
     partition: int
     values: list
     metas: list | None
+    timestamp: int | None = None  # ms since epoch; None: the log's clock at write
 
 
 def _remember_name(topic: Any) -> None:

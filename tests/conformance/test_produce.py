@@ -292,3 +292,12 @@ def test_group_commit_is_all_or_nothing(store, log):
         log.write(prepared)
     assert snapshot(log) == before
     assert log.read("keep", 0) == []
+
+
+def test_prepared_batch_may_carry_its_timestamp(log):
+    producer = log.producer()
+    stamped = producer.prepare("t", [b"1"])._replace(timestamp=1_234)
+    sent = log.write([stamped, producer.prepare("t", [b"2"])])
+    assert sent[0].timestamp == 1_234
+    assert sent[1].timestamp != 1_234
+    assert [m.timestamp for m in log.read("t", 0)] == [1_234, sent[1].timestamp]
