@@ -189,8 +189,7 @@ class Log:
             [AppendBatch(b.topic, b.partition, ts, b.values, b.metas) for b, ts in zip(batches, stamps)]
         )
         sent = [
-            BatchSent(b.topic, b.partition, f, len(b.values), ts)
-            for b, f, ts in zip(batches, firsts, stamps)
+            BatchSent(b.topic, b.partition, f, len(b.values), ts) for b, f, ts in zip(batches, firsts, stamps)
         ]
         for s in sent:
             self.notifier.notify(s.topic, s.partition, s.last_offset)

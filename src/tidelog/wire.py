@@ -105,7 +105,12 @@ def _headers_in(raw: Any, where: str) -> list[tuple[str, bytes]] | None:
     pairs = []
     for i, item in enumerate(raw):
         at = f"{where}[{i}]"
-        if isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], str):
+        if (
+            isinstance(item, list)
+            and len(item) == 2
+            and isinstance(item[0], str)
+            and isinstance(item[1], str)
+        ):
             pairs.append((item[0], item[1].encode()))
             continue
         if not isinstance(item, dict):

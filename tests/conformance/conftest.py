@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import tidelog
+from conftest import need_service  # tests/conftest.py (pytest puts tests/ on sys.path)
 
 
 @dataclass
@@ -29,8 +30,22 @@ def _sqlite(tmp_path: Any) -> Iterator[str]:
     yield str(tmp_path / "log.db")
 
 
+def _http(tmp_path: Any) -> Iterator[str]:
+    # A real server (granian, on a free loopback port, in a thread) over a
+    # fresh SQLite file: the whole contract runs through http:// too.
+    try:
+        from tidelog.server.thread import ServerThread
+    except ImportError as e:
+        need_service("the tidelog server", f"{e}; pip install 'tidelog[server,client]'")
+    server = ServerThread(str(tmp_path / "served.db")).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 # kind name -> factory(tmp_path) yielding a URL; other stores add themselves.
-STORE_KINDS: dict[str, Callable[[Any], Iterator[str]]] = {"sqlite": _sqlite}
+STORE_KINDS: dict[str, Callable[[Any], Iterator[str]]] = {"sqlite": _sqlite, "http": _http}
 
 
 @pytest.fixture(params=sorted(STORE_KINDS))

@@ -38,7 +38,9 @@ def create_app(
         log, owns = open_log(log_or_url, auto_create=False), True
     if max_body < 1:
         raise ValueError("max_body must be at least 1 byte")
-    ctx = Context(log, Settings(max_body=max_body, max_wait=min(max_wait, MAX_WAIT_S), keepalive=keepalive), owns)
+    ctx = Context(
+        log, Settings(max_body=max_body, max_wait=min(max_wait, MAX_WAIT_S), keepalive=keepalive), owns
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -51,12 +51,16 @@ async def json_object(request: Request, max_body: int) -> dict[str, Any]:
 
 
 def kind(value: Any) -> str:
-    return "null" if value is None else {dict: "object", list: "array", str: "string"}.get(
-        type(value), type(value).__name__
+    return (
+        "null"
+        if value is None
+        else {dict: "object", list: "array", str: "string"}.get(type(value), type(value).__name__)
     )
 
 
-def field(body: dict[str, Any], name: str, typ: type | tuple[type, ...], *, default: Any = ..., where: str = "") -> Any:
+def field(
+    body: dict[str, Any], name: str, typ: type | tuple[type, ...], *, default: Any = ..., where: str = ""
+) -> Any:
     """body[name], checked against `typ`; a missing or mistyped field is a 400 naming it."""
     label = f"{where}{name}"
     if name not in body or (body[name] is None and default is not ...):
@@ -70,7 +74,9 @@ def field(body: dict[str, Any], name: str, typ: type | tuple[type, ...], *, defa
     return value
 
 
-def int_field(body: dict[str, Any], name: str, minimum: int = 0, maximum: int | None = None, **kw: Any) -> Any:
+def int_field(
+    body: dict[str, Any], name: str, minimum: int = 0, maximum: int | None = None, **kw: Any
+) -> Any:
     value = field(body, name, int, **kw)
     if isinstance(value, int) and (value < minimum or (maximum is not None and value > maximum)):
         bound = f">= {minimum}" if maximum is None else f"between {minimum} and {maximum}"
@@ -112,7 +118,9 @@ def query_wait(request: Request, cap: float) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise InvalidRequest(f"query parameter 'wait' must be a number of seconds, got {raw[:40]!r}") from None
+        raise InvalidRequest(
+            f"query parameter 'wait' must be a number of seconds, got {raw[:40]!r}"
+        ) from None
     if not 0 <= value <= 30:  # also refuses nan
         raise InvalidRequest(f"query parameter 'wait' must be between 0 and 30 seconds, got {raw[:40]}")
     return min(value, cap)

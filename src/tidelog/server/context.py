@@ -72,12 +72,13 @@ class Context:
             producer = self._producers[id] = self.log.producer(id)
         return producer
 
-    def consumer(self, group: str) -> Consumer:
+    def consumer(self, group: str, register: bool = True) -> Consumer:
         """A stateless view of a group: it reads after the committed offset.
 
-        The group is registered the first time the server sees its name.
+        The group is registered the first time the server sees its name
+        (unless `register` is false: a look at offsets is no consumer).
         """
-        if group not in self._groups:
+        if register and group not in self._groups:
             self.log.consumer(group)  # validates the name and registers the group
             if len(self._groups) > _CACHE_LIMIT:
                 self._groups.clear()

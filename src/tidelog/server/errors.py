@@ -100,7 +100,9 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
 
 async def on_unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unexpected error on %s %s", request.method, request.url.path)
-    return Response(error_body("internal", f"internal error: {type(exc).__name__}"), 500, None, "application/json")
+    return Response(
+        error_body("internal", f"internal error: {type(exc).__name__}"), 500, None, "application/json"
+    )
 
 
 HANDLERS = {TidelogError: on_tidelog_error, HTTPException: on_http_error, Exception: on_unexpected}

@@ -29,14 +29,24 @@ class AppendHub:
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_listening = None
+        self.closed = False  # shutting down: long-polls answer at once, streams end
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop_listening = self.log.listen(self._on_append)
 
+    def close(self) -> None:
+        """Answer every long-poll now and refuse new waits (server shutdown)."""
+        self.closed = True
+        self._wake_all()
+
     def stop(self) -> None:
+        self.closed = True
         if self._stop_listening is not None:
             self._stop_listening()
+        self._wake_all()
+
+    def _wake_all(self) -> None:
         for fut in [f for s in self._waiters.values() for f in s] + list(self._any):
             if not fut.done():
                 fut.set_result(None)
@@ -80,7 +90,7 @@ class AppendHub:
         """
         if self.seq != seq:
             return True
-        if timeout <= 0:
+        if timeout <= 0 or self.closed:
             return False
         fut = asyncio.get_running_loop().create_future()
         keys = list(keys)
@@ -89,7 +99,7 @@ class AppendHub:
         try:
             await asyncio.wait_for(fut, timeout)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         finally:
             for key in keys:
@@ -101,13 +111,13 @@ class AppendHub:
 
     async def wait_any(self, seq: int, timeout: float) -> int:
         """Wait for any append after `seq`; returns the current seq."""
-        if self.seq != seq or timeout <= 0:
+        if self.seq != seq or timeout <= 0 or self.closed:
             return self.seq
         fut = asyncio.get_running_loop().create_future()
         self._any.add(fut)
         try:
             await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             self._any.discard(fut)

@@ -27,7 +27,9 @@ class GroupLagCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         committed = GaugeMetricFamily(
-            "tidelog_group_committed_offset", "Committed offset of a group", labels=["group", "topic", "partition"]
+            "tidelog_group_committed_offset",
+            "Committed offset of a group",
+            labels=["group", "topic", "partition"],
         )
         lag = GaugeMetricFamily(
             "tidelog_group_lag", "Records after the committed offset", labels=["group", "topic", "partition"]

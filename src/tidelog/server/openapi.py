@@ -182,7 +182,9 @@ def spec() -> dict[str, Any]:
                 ),
                 "requestBody": {
                     "required": False,
-                    "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+                    "content": {
+                        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+                    },
                 },
             }
         },
@@ -337,7 +339,9 @@ def spec() -> dict[str, Any]:
             )
         },
         "/v1/groups/{group}/topics/{topic}/partitions/{partition}": {
-            "get": _op("A group's committed offset and lag on one partition", params=[GROUP_P, TOPIC_P, PARTITION_P])
+            "get": _op(
+                "A group's committed offset and lag on one partition", params=[GROUP_P, TOPIC_P, PARTITION_P]
+            )
         },
         "/v1/groups/{group}/commit": {
             "post": _op("Commit an offset (moves forward only)", params=[GROUP_P], body=OFFSET_BODY)

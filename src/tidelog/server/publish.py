@@ -22,7 +22,12 @@ async def publish_raw(request: Request) -> Response:
         lambda: [producer.prepare(topic, [value], key=key, partition=None if partition < 0 else partition)]
     )
     return json_response(
-        {"topic": topic, "partition": sent.partition, "offset": sent.first_offset, "timestamp": sent.timestamp},
+        {
+            "topic": topic,
+            "partition": sent.partition,
+            "offset": sent.first_offset,
+            "timestamp": sent.timestamp,
+        },
         201,
     )
 

@@ -43,10 +43,22 @@ def build_server(app: Any, host: str, port: int, tls_cert: str | None, tls_key: 
     }
     if tls_cert:
         options.update(
-            ssl_cert=Path(tls_cert), ssl_key=Path(tls_key), ssl_protocol_min=SSLProtocols.tls12  # type: ignore[arg-type]
+            ssl_cert=Path(tls_cert),
+            ssl_key=Path(tls_key),
+            ssl_protocol_min=SSLProtocols.tls12,  # type: ignore[arg-type]
         )
     options.update(kw)
     return Server(app, **options)
+
+
+def stop_server(app: Any, server: Any) -> None:
+    """On the server's loop: answer open long-polls and end streams, then stop.
+
+    granian lets in-flight requests finish before it stops; a long-poll
+    would otherwise hold shutdown for up to 30 s.
+    """
+    app.state.ctx.hub.close()
+    server.stop()
 
 
 def serve(
@@ -75,7 +87,7 @@ def serve(
     async def main() -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, server.stop)
+            loop.add_signal_handler(sig, stop_server, app, server)
         await server.serve()
 
     logging.getLogger("tidelog.server").info("serving %s on %s:%s", url, host, port)

@@ -57,7 +57,7 @@ async def stream(request: Request) -> Response:
 
     async def events() -> AsyncIterator[bytes]:
         yield f": {topic} for group {group}\n\n".encode()
-        while True:
+        while not ctx.hub.closed:
             seq = ctx.hub.seq
             found = await ctx.run(read)
             if not found:

@@ -203,7 +203,9 @@ async def produce_batches(request: Request) -> Response:
         for i, item in enumerate(records):
             value, own_partition, _ = record_in(item, f"{where}records[{i}]")
             if own_partition is not None:
-                raise InvalidRequest(f"{where}records[{i}].partition: a batch goes to one partition, set {where}partition")
+                raise InvalidRequest(
+                    f"{where}records[{i}].partition: a batch goes to one partition, set {where}partition"
+                )
             values.append(value)
         plan.append((ctx.producer(producer_id), topic, values, key, partition, stamp))
 
@@ -243,7 +245,9 @@ async def read_partition(request: Request) -> Response:
     after = query_int(request, "after", 0, 0)
     limit = query_int(request, "limit", DEFAULT_READ, 1, MAX_READ)
     wait = query_wait(request, ctx.settings.max_wait)
-    msgs = await long_poll(ctx, [(topic, partition)], wait, lambda: ctx.log.read(topic, partition, after, limit))
+    msgs = await long_poll(
+        ctx, [(topic, partition)], wait, lambda: ctx.log.read(topic, partition, after, limit)
+    )
     ctx.metrics.records_read(topic, len(msgs))
     return json_response({"records": messages_out(msgs)})
 
@@ -314,7 +318,7 @@ async def group_partition(request: Request) -> Response:
     partition = path_int(request, "partition")
 
     def look():
-        committed = ctx.consumer(group).committed(topic, partition)
+        committed = ctx.consumer(group, register=False).committed(topic, partition)
         last = ctx.log.describe(topic).partitions[partition].last_offset
         return committed, last
 

@@ -17,4 +17,13 @@ def open_store(url: str, durability: str = "normal") -> Store:
         from .sqlite import SQLiteStore, path_from_url
 
         return SQLiteStore(path_from_url(url), durability=durability)
-    raise ConfigurationError(f"unsupported store URL {url!r}: use a file path, sqlite:///path or :memory:")
+    if scheme in ("http", "https"):
+        import os
+
+        from ..client import HTTPStore
+
+        # The server decides durability; the token may also be in the URL.
+        return HTTPStore(url, token=os.environ.get("TIDELOG_TOKEN") or None)
+    raise ConfigurationError(
+        f"unsupported store URL {url!r}: use a file path, sqlite:///path, :memory: or http://host:port"
+    )
