@@ -18,6 +18,13 @@ Prints figures and ratios; never passes or fails. Needs wrk
 
 from __future__ import annotations
 
+import sys
+
+# Run as a script, this file's folder comes first on sys.path, where this
+# file would shadow the standard library's `http` package.
+if sys.path and sys.path[0].endswith("bench"):
+    del sys.path[0]
+
 import argparse
 import json
 import os
@@ -25,7 +32,6 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -39,13 +45,44 @@ BATCH = 100
 BATCH_BODY = json.dumps({"records": [{"value": {"orderId": i, "amount": 45.5}} for i in range(BATCH)]})
 
 
-def start_server(db: str, port: int) -> subprocess.Popen:
-    code = f"import tidelog.server as s; s.serve({db!r}, port={port}, log_level='error')"
-    proc = subprocess.Popen([sys.executable, "-c", code])
+def serve_trivial(port: int) -> None:
+    """The ceiling: a Starlette app with nothing in it, on the same granian setup."""
+
+    import uvloop
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from tidelog.server.run import build_server
+
+    async def trivial(request: Request) -> Response:
+        await request.body()  # a POST reads its body, as a publish does
+        return Response(b'{"ok":true}', media_type="application/json")
+
+    app = Starlette(routes=[Route("/trivial", trivial, methods=["GET", "POST"])])
+    server = build_server(app, "127.0.0.1", port, None, None, log_level="error")
+
+    async def main() -> None:
+        await server.serve()
+
+    uvloop.run(main())
+
+
+def start_server(db: str | None, port: int) -> subprocess.Popen:
+    if db is None:
+        cmd = [sys.executable, __file__, "--trivial-server", str(port)]
+    else:
+        cmd = [
+            sys.executable,
+            "-c",
+            f"import tidelog.server as s; s.serve({db!r}, port={port}, log_level='error')",
+        ]
+    proc = subprocess.Popen(cmd)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            httpx.get(f"http://127.0.0.1:{port}/healthz")
+            httpx.get(f"http://127.0.0.1:{port}/{'healthz' if db else 'trivial'}")
             return proc
         except httpx.TransportError:
             time.sleep(0.05)
@@ -53,19 +90,34 @@ def start_server(db: str, port: int) -> subprocess.Popen:
     raise SystemExit("the server did not start")
 
 
-def wrk(url: str, connections: int, seconds: float, script: str | None = None) -> tuple[float, str, str]:
-    """(requests/s, latency p50, latency p99) from one wrk run on one thread."""
-    cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used: robust on a shared machine."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Run:
+    def __init__(self, rps: float, cpu_us: float, p50: str, p99: str):
+        self.rps, self.cpu_us, self.p50, self.p99 = rps, cpu_us, p50, p99
+
+
+def wrk(url: str, pid: int, connections: int, seconds: float, script: str | None = None) -> Run:
+    """One wrk run on one thread: requests/s, server CPU µs a request, latency p50 and p99."""
+    cmd = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency"]
     if script:
         cmd += ["-s", script]
+    before = cpu_seconds(pid)
     out = subprocess.run([*cmd, url], capture_output=True, text=True, timeout=seconds + 60).stdout
+    used = cpu_seconds(pid) - before
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     if errors:
         print(f"    ! {errors.group(1)} non-2xx answers from {url}")
-    p50 = re.search(r"50%\s+(\S+)", out).group(1)
-    p99 = re.search(r"99%\s+(\S+)", out).group(1)
-    return rps, p50, p99
+    p50 = re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1)
+    p99 = re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1)
+    return Run(rps, used / max(1, requests) * 1e6, p50, p99)
 
 
 def lua_post(tmp: str, name: str, body: str) -> str:
@@ -130,7 +182,7 @@ def rtt(base: str, count: int) -> list[float]:
     with httpx.Client(base_url=base) as http:
         for _ in range(count):
             t = time.perf_counter()
-            http.get("/healthz")
+            http.get("/trivial")
             out.append((time.perf_counter() - t) * 1000)
     return out
 
@@ -143,17 +195,22 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=5.0, help="length of each wrk run")
     ap.add_argument("--fill", type=int, default=100_000, help="records to pull and ack")
+    ap.add_argument("--trivial-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.trivial_server:
+        serve_trivial(args.trivial_server)
+        return 0
     if shutil.which("wrk") is None:
         print("wrk is not installed (apt-get install -y wrk): requests/s figures need it")
         return 1
     tmp = tempfile.mkdtemp(prefix="tidelog-bench-http-")
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
+    port, trivial_port = free_port(), free_port()
+    base, trivial_base = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{trivial_port}"
     proc = start_server(os.path.join(tmp, "bench.db"), port)
+    trivial_proc = start_server(None, trivial_port)
     try:
         with httpx.Client(base_url=base) as http:
-            for name in ("pub", "v1pub", "batch", "pull", "lat"):
+            for name in ("pub", "v1pub", "raw", "batch", "pull", "lat"):
                 http.post("/v1/topics", json={"name": name})
         publish = lua_post(tmp, "publish", PUBLISH_BODY)
         v1_single = lua_post(
@@ -161,46 +218,64 @@ def main() -> int:
         )
         batch = lua_post(tmp, "batch", BATCH_BODY)
         s = args.seconds
-        print(f"tidelog HTTP server (granian, one process) on {base}; load from wrk -t1 in another process")
-        print(f"{'what':44} {'figure':>14} {'ceiling':>14} {'ratio':>6}  latency p50 / p99")
-        rows = []
-        for conns in (16, 64):
-            trivial = wrk(f"{base}/healthz", conns, s)
-            single = wrk(f"{base}/api/topics/pub/publish", conns, s, publish)
-            v1 = wrk(f"{base}/v1/topics/v1pub/records", conns, s, v1_single)
-            rows.append((f"GET /healthz (trivial), {conns} conns, req/s", trivial, trivial))
-            rows.append((f"single publish /api, {conns} conns, req/s", single, trivial))
-            rows.append((f"single produce /v1, {conns} conns, req/s", v1, trivial))
-        trivial = wrk(f"{base}/healthz", 16, s)
-        batched = wrk(f"{base}/v1/topics/batch/records", 16, s, batch)
-        for label, (rps, p50, p99), (ceiling, *_) in rows:
-            print(f"{label:44} {rps:>14,.0f} {ceiling:>14,.0f} {rps / ceiling:>6.2f}  {p50} / {p99}")
-        records = batched[0] * BATCH
+        print(f"tidelog server and a trivial Starlette app, each on granian in its own process, {base}")
         print(
-            f"{f'batched publish, {BATCH}/request, 16 conns, rec/s':44} {records:>14,.0f} {trivial[0]:>14,.0f}"
-            f" {records / trivial[0]:>6.2f}  {batched[1]} / {batched[2]}"
+            "load: wrk -t1 from another process; ceiling: the trivial app in the same run (GET, and POST reading the body)"
         )
+        print(
+            f"{'what':42} {'figure':>9} {'GET':>8} {'ratio':>6} {'POST':>8} {'ratio':>6} "
+            f"{'CPU us/req':>10}  latency p50 / p99"
+        )
+
+        def line(label: str, run: Run, get: Run, post: Run, per: int = 1) -> None:
+            figure = run.rps * per
+            print(
+                f"{label:42} {figure:>9,.0f} {get.rps:>8,.0f} {figure / get.rps:>6.2f} {post.rps:>8,.0f} "
+                f"{figure / post.rps:>6.2f} {run.cpu_us / per:>10.1f}  {run.p50} / {run.p99}"
+            )
+
+        for conns in (16, 64):
+            get = wrk(f"{trivial_base}/trivial", trivial_proc.pid, conns, s)
+            post = wrk(f"{trivial_base}/trivial", trivial_proc.pid, conns, s, publish)
+            line(f"trivial GET, {conns} conns, req/s", get, get, post)
+            line(f"trivial POST, {conns} conns, req/s", post, get, post)
+            line(f"GET /healthz, {conns} conns, req/s", wrk(f"{base}/healthz", proc.pid, conns, s), get, post)
+            line(
+                f"publish /api, {conns} conns, req/s",
+                wrk(f"{base}/api/topics/pub/publish", proc.pid, conns, s, publish),
+                get,
+                post,
+            )
+            line(
+                f"produce 1 record /v1, {conns} conns, req/s",
+                wrk(f"{base}/v1/topics/v1pub/records", proc.pid, conns, s, v1_single),
+                get,
+                post,
+            )
+        get = wrk(f"{trivial_base}/trivial", trivial_proc.pid, 16, s)
+        post = wrk(f"{trivial_base}/trivial", trivial_proc.pid, 16, s, batch)
+        batched = wrk(f"{base}/v1/topics/batch/records", proc.pid, 16, s, batch)
+        line(f"batched produce, {BATCH}/request, 16 conns, rec/s", batched, get, post, BATCH)
 
         # pull + ack: fill a topic, then one consumer drains it.
         with httpx.Client(base_url=base, timeout=60) as http:
             chunk = [{"value": {"orderId": i}} for i in range(1000)]
             for _ in range(args.fill // 1000):
                 http.post("/v1/topics/pull/records", json={"records": chunk})
-        ceiling_rps = wrk(f"{base}/healthz", 1, s)[0]
+        one = wrk(f"{trivial_base}/trivial", trivial_proc.pid, 1, s)
         for size in (100, 500):
             rate = pull_ack(base, "pull", f"g{size}", size, s)
             print(
-                f"{f'pull + ack, batch {size}, 1 consumer, rec/s':44} {rate:>14,.0f} {ceiling_rps:>14,.0f}"
-                f" {rate / ceiling_rps:>6.2f}  (ceiling: 1-conn trivial req/s)"
+                f"{f'pull + ack, batch {size}, 1 consumer, rec/s':42} {rate:>9,.0f} {one.rps:>8,.0f} "
+                f"{rate / one.rps:>6.2f}   (ceiling: trivial GET req/s on 1 connection)"
             )
 
         # produce -> consume latency through a long-poll, light load (~100 records/s).
-        base_rtt = rtt(base, 500)
+        base_rtt = rtt(f"{trivial_base}", 500)
         lat = latency(base, "lat", 500, 0.01)
-        figure, ceiling = f"p50 {pct(lat, 50):.2f}", f"p50 {pct(base_rtt, 50):.2f}"
         print(
-            f"{'produce->consume via long-poll, ms':44} {figure:>14} {ceiling:>14}         "
-            f"p99 {pct(lat, 99):.2f} ms (trivial round trip p99 {pct(base_rtt, 99):.2f} ms; {len(lat)} records)"
+            f"{'produce -> consume via long-poll, ms':42} p50 {pct(lat, 50):.2f}  p99 {pct(lat, 99):.2f}   "
+            f"(trivial GET round trip p50 {pct(base_rtt, 50):.2f}  p99 {pct(base_rtt, 99):.2f}; {len(lat)} records)"
         )
         metrics = httpx.get(f"{base}/metrics").text
         commits = float(re.search(r"^tidelog_group_commits_total ([\d.e+]+)", metrics, re.M).group(1))
@@ -212,8 +287,9 @@ def main() -> int:
             f"group commit: {appended:,.0f} records in {commits:,.0f} transactions ({appended / commits:.1f} a commit)"
         )
     finally:
-        proc.terminate()
-        proc.wait(30)
+        for p in (proc, trivial_proc):
+            p.terminate()
+            p.wait(30)
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
