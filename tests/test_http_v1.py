@@ -408,3 +408,37 @@ def test_concurrent_produce_requests_share_commits(server):
     assert offsets == list(range(1, 60))
     with tidelog.open(server.url) as log:
         assert [m.offset for m in log.read("gc", 0, limit=1000)] == offsets
+
+
+def test_writer_retries_members_alone_when_the_combined_write_fails(tmp_path):
+    """One request whose batch cannot be written must not fail the others of its group commit."""
+    from tidelog.server.writer import GroupCommitWriter
+
+    log = tidelog.open(str(tmp_path / "w.db"), auto_create=False)
+    log.create_topic("keep")
+    log.create_topic("doomed")
+    producer = log.producer()
+    doomed = producer.prepare("doomed", [b"x"])  # encoded while the topic existed
+    log.delete_topic("doomed")
+
+    async def main() -> list:
+        writer = GroupCommitWriter(log)
+        writer.start()
+        try:
+            return await asyncio.gather(
+                writer.write(lambda: [producer.prepare("keep", [b"1"])]),
+                writer.write(lambda: [doomed]),
+                writer.write(lambda: [producer.prepare("keep", [object()])]),  # fails in prepare
+                writer.write(lambda: [producer.prepare("keep", [b"2", b"3"])]),
+                return_exceptions=True,
+            )
+        finally:
+            await writer.stop()
+
+    first, gone, unencodable, last = asyncio.run(main())
+    assert [(s.first_offset, s.count) for s in first] == [(1, 1)]
+    assert isinstance(gone, tidelog.UnknownTopic)
+    assert isinstance(unencodable, tidelog.InvalidValue)
+    assert [(s.first_offset, s.count) for s in last] == [(2, 2)]
+    assert [m.value for m in log.read("keep", 0)] == [b"1", b"2", b"3"]
+    log.close()
