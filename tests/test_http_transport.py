@@ -41,7 +41,7 @@ def tls_files(tmp_path):
     return str(cert_path), str(key_path), str(ca_path)
 
 
-def test_tls_with_http2_and_http1(serve, tls_files):
+def test_tls_with_http2_and_http1(serve, tls_files, monkeypatch):
     cert, key, ca = tls_files
     server = serve(tls_cert=cert, tls_key=key)
     assert server.url.startswith("https://")
@@ -53,6 +53,17 @@ def test_tls_with_http2_and_http1(serve, tls_files):
         assert h1.get("/v1/topics").http_version == "HTTP/1.1"
     with httpx.Client(base_url=server.url) as untrusting, pytest.raises(httpx.ConnectError):
         untrusting.get("/healthz")  # a self-signed chain the client does not trust
+    # The https:// store trusts what SSL_CERT_FILE names.
+    from tidelog import client
+
+    monkeypatch.setenv("SSL_CERT_FILE", ca)
+    client._tls_context.cache_clear()
+    try:
+        with tidelog.open(server.url) as log:
+            log.producer().send("secure", {"over": "tls"})
+            assert log.read("secure", 0)[0].data == {"over": "tls"}
+    finally:
+        client._tls_context.cache_clear()
 
 
 def test_serve_in_a_real_process(tmp_path):

@@ -16,6 +16,7 @@ def _need_extra() -> None:
         import orjson  # noqa: F401
         import prometheus_client  # noqa: F401
         import starlette  # noqa: F401
+        import swagger_ui_bundle  # noqa: F401
     except ImportError as e:
         raise ConfigurationError(
             f"the tidelog server needs {e.name}: pip install 'tidelog[server]'"

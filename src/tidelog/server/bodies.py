@@ -80,7 +80,7 @@ def int_field(
     value = field(body, name, int, **kw)
     if isinstance(value, int) and (value < minimum or (maximum is not None and value > maximum)):
         bound = f">= {minimum}" if maximum is None else f"between {minimum} and {maximum}"
-        raise InvalidRequest(f"field {name!r} must be {bound}, got {value}")
+        raise InvalidRequest(f"field {kw.get('where', '') + name!r} must be {bound}, got {value}")
     return value
 
 

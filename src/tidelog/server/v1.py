@@ -230,12 +230,8 @@ async def long_poll(ctx: Context, keys: list[tuple[str, int]], wait: float, read
         seq = ctx.hub.seq
         result = await ctx.run(read)
         left = deadline - time.monotonic()
-        if _found(result) or left <= 0 or not await ctx.hub.wait(keys, seq, left):
+        if result or left <= 0 or not await ctx.hub.wait(keys, seq, left):
             return result
-
-
-def _found(result: Any) -> bool:
-    return bool(result)
 
 
 async def read_partition(request: Request) -> Response:

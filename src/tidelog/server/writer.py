@@ -62,7 +62,11 @@ class GroupCommitWriter:
             self._wake.clear()
             while self._jobs:
                 jobs, self._jobs = self._jobs, []
-                outcomes = await loop.run_in_executor(self._thread, self._commit, [j for j, _ in jobs])
+                try:
+                    outcomes = await loop.run_in_executor(self._thread, self._commit, [j for j, _ in jobs])
+                except Exception as e:  # a bug, not bad input: fail these requests, keep serving
+                    log.exception("group commit failed")
+                    outcomes = [e] * len(jobs)
                 for (_, future), outcome in zip(jobs, outcomes):
                     if future.done():  # the request went away; its records are written anyway
                         continue
