@@ -57,10 +57,18 @@ def serve_trivial(port: int) -> None:
     from tidelog.server.run import build_server
 
     async def trivial(request: Request) -> Response:
+        return Response(b'{"ok":true}', media_type="application/json")
+
+    async def trivial_post(request: Request) -> Response:
         await request.body()  # a POST reads its body, as a publish does
         return Response(b'{"ok":true}', media_type="application/json")
 
-    app = Starlette(routes=[Route("/trivial", trivial, methods=["GET", "POST"])])
+    app = Starlette(
+        routes=[
+            Route("/trivial", trivial, methods=["GET"]),
+            Route("/trivial", trivial_post, methods=["POST"]),
+        ]
+    )
     server = build_server(app, "127.0.0.1", port, None, None, log_level="error")
 
     async def main() -> None:
