@@ -22,9 +22,19 @@ from .app import create_app
 from .context import DEFAULT_MAX_BODY
 
 
+def _not_experimental_notice(record: logging.LogRecord) -> bool:
+    # granian labels its embedded server experimental at every start; we
+    # chose it knowingly (see the module docstring) and test it.
+    return "Embedded server is experimental" not in record.getMessage()
+
+
 def build_server(app: Any, host: str, port: int, tls_cert: str | None, tls_key: str | None, **kw: Any) -> Any:
     from granian.constants import HTTPModes, Interfaces, SSLProtocols
     from granian.server.embed import Server
+
+    granian_log = logging.getLogger("_granian")
+    if _not_experimental_notice not in granian_log.filters:
+        granian_log.addFilter(_not_experimental_notice)
 
     if bool(tls_cert) != bool(tls_key):
         raise ConfigurationError("TLS needs both a certificate and a key (tls_cert and tls_key)")
