@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,spark,postgres,resp]'
+	$(PY) -m pip install --quiet -e '.[dev,server,client,spark,postgres,resp]'
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -326,3 +326,12 @@ def test_reads_follow_values_of_either_kind(log):
     assert [m.data for m in log.read("k", 0, after=5)] == [b"6"]
     assert [m.data for m in log.read("k", 0, after=4, limit=1)] == ["5\x00"]
     assert [m.format for m in log.read("k", 0)] == ["bytes", "bytes", "text", "json", "text", "bytes"]
+
+
+def test_prepared_batch_may_carry_its_timestamp(log):
+    producer = log.producer()
+    stamped = producer.prepare("t", [b"1"])._replace(timestamp=1_234)
+    sent = log.write([stamped, producer.prepare("t", [b"2"])])
+    assert sent[0].timestamp == 1_234
+    assert sent[1].timestamp != 1_234
+    assert [m.timestamp for m in log.read("t", 0)] == [1_234, sent[1].timestamp]

@@ -209,21 +209,25 @@ class SQLiteStore(SQLiteQueues, SQLiteConsumers, SQLiteGroups, SQLiteRetention):
         """
         if self.memory:
             return  # nobody else can write to a private in-memory database
+        # The watch thread owns its connection and closes it itself: closing a
+        # connection while another thread is inside execute() can crash
+        # the interpreter.
         conn = self._connect()
-        with self._lock:
-            self._readers.append(conn)
 
         def poll() -> None:
             last = None
-            while not self._closed:
-                try:
-                    version = conn.execute("PRAGMA data_version").fetchone()[0]
-                except sqlite3.Error:
-                    return  # closed under us
-                if last is not None and version != last:
-                    callback()
-                last = version
-                time.sleep(WATCH_TICK_S)
+            try:
+                while not self._closed:
+                    try:
+                        version = conn.execute("PRAGMA data_version").fetchone()[0]
+                    except sqlite3.Error:
+                        return
+                    if last is not None and version != last:
+                        callback()
+                    last = version
+                    time.sleep(WATCH_TICK_S)
+            finally:
+                conn.close()
 
         threading.Thread(target=poll, name="tidelog-sqlite-watch", daemon=True).start()
 
