@@ -9,11 +9,11 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,spark,postgres,resp]'
+	$(PY) -m pip install --quiet -e '.[dev,server,client,spark,postgres,resp]'
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m tidelog.demo --db ./tidelog.db
+	$(VENV)/bin/tidelog serve --db ./tidelog.db --host 127.0.0.1 --port 7070
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check --output-format concise src tests bench

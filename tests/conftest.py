@@ -15,3 +15,25 @@ def need_service(name: str, reason: str) -> None:
     if CI:
         pytest.fail(message + " (CI must run this test)")
     pytest.skip(message)
+
+
+@pytest.fixture
+def serve(tmp_path):
+    """Start real tidelog servers (granian, free loopback port, a thread) on fresh files.
+
+    serve(**options) -> ServerThread; every server started is stopped after the test.
+    """
+    try:
+        from tidelog.server.thread import ServerThread
+    except ImportError as e:
+        need_service("the tidelog server", f"{e}; pip install 'tidelog[server,client]'")
+    started = []
+
+    def start(target=None, **options):
+        server = ServerThread(target or str(tmp_path / f"served-{len(started)}.db"), **options).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

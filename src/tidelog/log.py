@@ -213,17 +213,23 @@ class Log:
         writes nothing and returns the first write's result. A caller that
         may run a write twice (a retried task, a replayed micro-batch) names
         it by what it is, e.g. query, batch and task.
+
+        A batch's records get its `timestamp` when it carries one (a remote
+        producer's clock), else the log's clock.
         """
         if txn is not None:
             check_txn(txn)
         if not batches:
             return []
-        ts = self.clock()
-        appends = [AppendBatch(b.topic, b.partition, ts, b.values, b.metas) for b in batches]
+        now = self.clock()
+        stamps = [now if b.timestamp is None else b.timestamp for b in batches]
+        appends = [AppendBatch(b.topic, b.partition, ts, b.values, b.metas) for b, ts in zip(batches, stamps)]
         firsts = self.store.append_many(appends) if txn is None else self.store.append_many(appends, txn)
         if isinstance(firsts, Replayed):
             return [BatchSent(t, p, f, n, firsts.timestamp) for t, p, f, n in firsts.batches]
-        sent = [BatchSent(b.topic, b.partition, f, len(b.values), ts) for b, f in zip(batches, firsts)]
+        sent = [
+            BatchSent(b.topic, b.partition, f, len(b.values), ts) for b, f, ts in zip(batches, firsts, stamps)
+        ]
         for s in sent:
             self.notifier.notify(s.topic, s.partition, s.last_offset)
         return sent
@@ -441,6 +447,7 @@ class Prepared(NamedTuple):
     partition: int
     values: list
     metas: list | None
+    timestamp: int | None = None  # ms since epoch; None: the log's clock at write
 
 
 def _remember_name(topic: Any) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import tidelog
+from conftest import need_service  # tests/conftest.py (pytest puts tests/ on sys.path)
 from pgschema import postgres_schema
 
 
@@ -35,8 +36,26 @@ def _postgres(tmp_path: Any) -> Iterator[str]:
         yield url
 
 
+def _http(tmp_path: Any) -> Iterator[str]:
+    # A real server (granian, on a free loopback port, in a thread) over a
+    # fresh SQLite file: the whole contract runs through http:// too.
+    try:
+        from tidelog.server.thread import ServerThread
+    except ImportError as e:
+        need_service("the tidelog server", f"{e}; pip install 'tidelog[server,client]'")
+    server = ServerThread(str(tmp_path / "served.db")).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 # kind name -> factory(tmp_path) yielding a URL; other stores add themselves.
-STORE_KINDS: dict[str, Callable[[Any], Iterator[str]]] = {"sqlite": _sqlite, "postgres": _postgres}
+STORE_KINDS: dict[str, Callable[[Any], Iterator[str]]] = {
+    "sqlite": _sqlite,
+    "postgres": _postgres,
+    "http": _http,
+}
 
 
 # A feature and the store method that carries it. A test marked
@@ -59,6 +78,10 @@ def store_has(store_class: type, feature: str) -> bool:
 
 
 def _store_class(kind: str) -> type:
+    if kind == "http":
+        from tidelog.client import HTTPStore
+
+        return HTTPStore
     if kind == "postgres":
         from tidelog.store.postgres import PostgresStore
 
@@ -72,9 +95,7 @@ def _store_class(kind: str) -> type:
 def store(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[StoreKind]:
     for marker in request.node.iter_markers("store_feature"):
         for feature in marker.args:
-            if request.param in ("sqlite", "postgres") and not store_has(
-                _store_class(request.param), feature
-            ):
+            if not store_has(_store_class(request.param), feature):
                 pytest.skip(f"the {request.param} store does not have {feature} yet")
     factory = STORE_KINDS[request.param]
     gen = factory(tmp_path)

@@ -194,7 +194,9 @@ class NotJson:
     pass
 
 
-@pytest.mark.parametrize("value", [NotJson(), {"a": NotJson()}, float("nan"), {1j: 2}, {"s": {1, 2}}])
+@pytest.mark.parametrize(
+    "value", [NotJson(), {"a": NotJson()}, float("nan"), {1j: 2}, {"s": {1, 2}}, "\ud800", {"k": "\udfff"}]
+)
 def test_unencodable_values_are_refused(log, value):
     log.create_topic("orders", partitions=1)
     before = snapshot(log)
@@ -212,6 +214,8 @@ def test_unencodable_values_are_refused(log, value):
         {"headers": {7: "v"}},
         {"headers": [("only-one",)]},
         {"headers": "not headers"},
+        {"key": "\ud800"},
+        {"headers": {"h": "\ud800"}},
     ],
 )
 def test_bad_keys_and_headers_are_refused(log, kwargs):
@@ -326,3 +330,12 @@ def test_reads_follow_values_of_either_kind(log):
     assert [m.data for m in log.read("k", 0, after=5)] == [b"6"]
     assert [m.data for m in log.read("k", 0, after=4, limit=1)] == ["5\x00"]
     assert [m.format for m in log.read("k", 0)] == ["bytes", "bytes", "text", "json", "text", "bytes"]
+
+
+def test_prepared_batch_may_carry_its_timestamp(log):
+    producer = log.producer()
+    stamped = producer.prepare("t", [b"1"])._replace(timestamp=1_234)
+    sent = log.write([stamped, producer.prepare("t", [b"2"])])
+    assert sent[0].timestamp == 1_234
+    assert sent[1].timestamp != 1_234
+    assert [m.timestamp for m in log.read("t", 0)] == [1_234, sent[1].timestamp]

@@ -21,6 +21,13 @@ def open_store(url: str, durability: str = "normal") -> Store:
         from .postgres import PostgresStore  # raises ConfigurationError without the driver
 
         return PostgresStore(url, durability=durability)
+    if scheme in ("http", "https"):
+        import os
+
+        from ..client import HTTPStore
+
+        # The server decides durability; the token may also be in the URL.
+        return HTTPStore(url, token=os.environ.get("TIDELOG_TOKEN") or None)
     raise ConfigurationError(
-        f"unsupported store URL {url!r}: use a file path, sqlite:///path, :memory: or postgresql://..."
+        f"unsupported store URL {url!r}: use a file path, sqlite:///path, :memory:, postgresql://... or http://host:port"
     )

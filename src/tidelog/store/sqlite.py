@@ -21,6 +21,7 @@ from typing import Any
 
 from ..errors import (
     ConfigurationError,
+    InvalidValue,
     OffsetOutOfRange,
     StoreError,
     TopicConflict,
@@ -209,21 +210,25 @@ class SQLiteStore(SQLiteQueues, SQLiteConsumers, SQLiteGroups, SQLiteRetention):
         """
         if self.memory:
             return  # nobody else can write to a private in-memory database
+        # The watch thread owns its connection and closes it itself: closing a
+        # connection while another thread is inside execute() can crash
+        # the interpreter.
         conn = self._connect()
-        with self._lock:
-            self._readers.append(conn)
 
         def poll() -> None:
             last = None
-            while not self._closed:
-                try:
-                    version = conn.execute("PRAGMA data_version").fetchone()[0]
-                except sqlite3.Error:
-                    return  # closed under us
-                if last is not None and version != last:
-                    callback()
-                last = version
-                time.sleep(WATCH_TICK_S)
+            try:
+                while not self._closed:
+                    try:
+                        version = conn.execute("PRAGMA data_version").fetchone()[0]
+                    except sqlite3.Error:
+                        return
+                    if last is not None and version != last:
+                        callback()
+                    last = version
+                    time.sleep(WATCH_TICK_S)
+            finally:
+                conn.close()
 
         threading.Thread(target=poll, name="tidelog-sqlite-watch", daemon=True).start()
 
@@ -392,6 +397,8 @@ class SQLiteStore(SQLiteQueues, SQLiteConsumers, SQLiteGroups, SQLiteRetention):
                     raise StoreError("the store is closed")
                 try:
                     cur = self._db.execute(_APPEND_ONE, (lo, pid, timestamp, value, meta))
+                except UnicodeEncodeError:
+                    raise InvalidValue("value is not valid Unicode (it holds a lone surrogate)") from None
                 except sqlite3.Error as e:
                     raise StoreError(f"append to {topic!r}/{partition} failed: {e}") from None
                 if cur.rowcount == 1:
@@ -437,6 +444,8 @@ class SQLiteStore(SQLiteQueues, SQLiteConsumers, SQLiteGroups, SQLiteRetention):
                 return firsts
             except _PartitionGone:
                 continue  # our cached pids were stale: look them up again once
+            except UnicodeEncodeError:
+                raise InvalidValue("a value is not valid Unicode (it holds a lone surrogate)") from None
             except sqlite3.Error as e:
                 raise StoreError(f"append failed: {e}") from None
         raise UnknownTopic(f"topic {gone.topic!r} does not exist")

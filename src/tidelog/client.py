@@ -1,0 +1,296 @@
+"""The http:// store: the Store protocol over a tidelog server's /v1 API.
+
+`tidelog.open("http://host:7070")` puts the ordinary core (Log, Producer,
+Consumer) on top of this store, so code written against a file runs
+unchanged against a server. The core still validates and encodes here; the
+server checks again and commits. Records round-trip byte for byte (see
+`tidelog.wire`) and server errors come back as the same `tidelog.errors`
+classes, by their `code`.
+
+A token travels in the URL (`http://:TOKEN@host:7070`) or in the
+TIDELOG_TOKEN environment variable, read by `tidelog.open`.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from . import errors
+from .errors import ConfigurationError, StoreError, TidelogError, TopicConflict, UnknownTopic
+from .store.base import AppendBatch, GroupOffset, PartitionInfo, TopicInfo
+from .wire import stored_to_wire, wire_to_row
+
+READ_PAGE = 10_000  # the server's largest read
+WATCH_WAIT_S = 5.0
+
+
+def _codes() -> dict[str, type[TidelogError]]:
+    out: dict[str, type[TidelogError]] = {}
+    todo: list[type[TidelogError]] = [TidelogError]
+    while todo:
+        cls = todo.pop()
+        out.setdefault(cls.code, cls)
+        todo.extend(cls.__subclasses__())
+    return out
+
+
+_BY_STATUS = {
+    400: errors.InvalidRequest,
+    401: ConfigurationError,
+    404: errors.NotFound,
+    405: errors.InvalidRequest,
+    409: errors.Conflict,
+    413: errors.MessageTooLarge,
+}
+
+
+def _seg(name: str) -> str:
+    # Names are validated by the core ([A-Za-z0-9._-]); only "." and ".."
+    # need escaping, so that no client or proxy folds them as path steps.
+    return "%2E" * len(name) if name in (".", "..") else quote(name, safe="")
+
+
+def split_token(url: str) -> tuple[str, str | None]:
+    """(url without credentials, token from its userinfo or None)."""
+    parts = urlsplit(url)
+    token = parts.password or parts.username or None
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", "")), token
+
+
+@functools.cache
+def _tls_context() -> Any:
+    import httpx
+
+    return httpx.create_ssl_context()  # honours SSL_CERT_FILE and SSL_CERT_DIR
+
+
+class HTTPStore:
+    """Store protocol over HTTP. Thread-safe: one connection pool, reused."""
+
+    dialect = "http"
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = 60.0):
+        try:
+            import httpx
+        except ImportError:
+            raise ConfigurationError("the http:// store needs httpx: pip install 'tidelog[client]'") from None
+        self._httpx = httpx
+        self.url, url_token = split_token(url)
+        token = url_token or token
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._timeout = timeout
+        self._http = self._client(timeout)
+        self._codes = _codes()
+        self._closed = False
+        self._watch_client: Any = None
+
+    # plumbing ------------------------------------------------------------------------
+
+    def _client(self, timeout: float) -> Any:
+        # Loading the CA bundle costs ~30 ms: once a process, and never for http://.
+        verify = _tls_context() if self.url.startswith("https:") else False
+        return self._httpx.Client(base_url=self.url, headers=self._headers, timeout=timeout, verify=verify)
+
+    def _call(self, method: str, path: str, **kw: Any) -> Any:
+        if self._closed:
+            raise errors.Closed("the http:// store is closed")
+        try:
+            response = self._http.request(method, path, **kw)
+        except self._httpx.TransportError as e:
+            raise StoreError(f"cannot reach the tidelog server at {self.url}: {e}") from None
+        if response.status_code >= 400:
+            raise self._error(response)
+        return response.json()
+
+    def _error(self, response: Any) -> TidelogError:
+        try:
+            body = response.json()["error"]
+            code, message = body["code"], body["message"]
+        except Exception:
+            code, message, body = "", f"HTTP {response.status_code}: {response.text[:200]}", {}
+        cls = self._codes.get(code) or _BY_STATUS.get(response.status_code, StoreError)
+        if cls is errors.OffsetOutOfRange:
+            return errors.OffsetOutOfRange(message, body.get("first"), body.get("last"))
+        if response.status_code == 401:
+            return ConfigurationError(f"the tidelog server at {self.url} refused the request: {message}")
+        return cls(message)
+
+    # topics --------------------------------------------------------------------------
+
+    @staticmethod
+    def _info(d: dict[str, Any]) -> TopicInfo:
+        return TopicInfo(d["name"], d["partitions"], d["config"], d["created"])
+
+    def create_topic(self, name: str, partitions: int, config: dict[str, Any]) -> tuple[TopicInfo, bool]:
+        body = {"name": name, "partitions": partitions, "config": config}
+        try:
+            response = self._http.post("/v1/topics", json=body) if not self._closed else None
+        except self._httpx.TransportError as e:
+            raise StoreError(f"cannot reach the tidelog server at {self.url}: {e}") from None
+        if response is None:
+            raise errors.Closed("the http:// store is closed")
+        if response.status_code in (200, 201):
+            return self._info(response.json()), response.status_code == 201
+        err = self._error(response)
+        if isinstance(err, TopicConflict):
+            # A store returns the existing topic; only other partitions conflict here.
+            existing = self.topic(name)
+            if existing is not None and existing.partitions == partitions:
+                return existing, False
+        raise err
+
+    def topic(self, name: str) -> TopicInfo | None:
+        try:
+            return self._info(self._call("GET", f"/v1/topics/{_seg(name)}"))
+        except UnknownTopic:
+            return None
+
+    def topics(self) -> list[TopicInfo]:
+        return [self._info(t) for t in self._call("GET", "/v1/topics")["topics"]]
+
+    def add_partitions(self, name: str, partitions: int) -> TopicInfo:
+        return self._info(
+            self._call("POST", f"/v1/topics/{_seg(name)}/partitions", json={"partitions": partitions})
+        )
+
+    def delete_topic(self, name: str) -> bool:
+        try:
+            self._call("DELETE", f"/v1/topics/{_seg(name)}")
+            return True
+        except UnknownTopic:
+            return False
+
+    def partitions(self, topic: str) -> list[PartitionInfo]:
+        d = self._call("GET", f"/v1/topics/{_seg(topic)}")
+        return [
+            PartitionInfo(p["partition"], p["first_offset"], p["last_offset"], p["records"])
+            for p in d["offsets"]
+        ]
+
+    # records -------------------------------------------------------------------------
+
+    def append_one(
+        self, topic: str, partition: int, timestamp: int, value: bytes | str, meta: bytes | None = None
+    ) -> int:
+        return self.append_many([AppendBatch(topic, partition, timestamp, [value], [meta])])[0]
+
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        values: Sequence[bytes | str],
+        metas: Sequence[bytes | None] | None = None,
+    ) -> int:
+        return self.append_many([AppendBatch(topic, partition, timestamp, values, metas)])[0]
+
+    def append_many(self, batches: Sequence[AppendBatch]) -> list[int]:
+        """One request, one transaction on the server: all batches or none."""
+        wire: list[dict[str, Any]] = []
+        owner: list[int] = []  # wire batch -> index of the AppendBatch it came from
+        for i, batch in enumerate(batches):
+            metas = batch.metas or [None] * len(batch.values)
+            # A wire batch has one producer; split where the producer changes.
+            run: dict[str, Any] | None = None
+            for value, meta in zip(batch.values, metas):
+                record, producer = stored_to_wire(value, meta)
+                if run is None or run.get("producer") != producer:
+                    run = {"topic": batch.topic, "partition": batch.partition, "timestamp": batch.timestamp}
+                    if producer is not None:
+                        run["producer"] = producer
+                    run["records"] = []
+                    wire.append(run)
+                    owner.append(i)
+                run["records"].append(record)
+        sent = self._call("POST", "/v1/records", json={"batches": wire})["batches"]
+        firsts: list[int | None] = [None] * len(batches)
+        for i, s in zip(owner, sent):
+            if firsts[i] is None:
+                firsts[i] = s["first_offset"]
+        return firsts  # type: ignore[return-value]
+
+    def read(self, topic: str, partition: int, after: int, limit: int) -> list[tuple]:
+        path = f"/v1/topics/{_seg(topic)}/partitions/{partition}/records"
+        rows: list[tuple] = []
+        while len(rows) < limit:
+            page = min(READ_PAGE, limit - len(rows))
+            got = self._call("GET", path, params={"after": after, "limit": page})["records"]
+            rows += map(wire_to_row, got)
+            if len(got) < page:
+                break
+            after = rows[-1][0]
+        return rows
+
+    # stream group offsets --------------------------------------------------------------
+
+    def _offset(self, action: str, group: str, topic: str, partition: int, offset: int) -> None:
+        body = {"topic": topic, "partition": partition, "offset": offset}
+        self._call("POST", f"/v1/groups/{_seg(group)}/{action}", json=body)
+
+    def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
+        self._offset("commit", group, topic, partition, offset)
+
+    def seek(self, group: str, topic: str, partition: int, offset: int) -> None:
+        self._offset("seek", group, topic, partition, offset)
+
+    def committed(self, group: str, topic: str, partition: int) -> int:
+        path = f"/v1/groups/{_seg(group)}/topics/{_seg(topic)}/partitions/{partition}"
+        return self._call("GET", path)["committed"]
+
+    def ensure_group(self, group: str, mode: str) -> None:
+        self._call("POST", "/v1/groups", json={"name": group, "mode": mode})
+
+    def group_offsets(self, group: str) -> list[GroupOffset]:
+        d = self._call("GET", f"/v1/groups/{_seg(group)}/offsets")
+        return [GroupOffset(group, o["topic"], o["partition"], o["committed"]) for o in d["offsets"]]
+
+    def groups(self) -> list[str]:
+        return self._call("GET", "/v1/groups")["groups"]
+
+    # wake-ups --------------------------------------------------------------------------
+
+    def watch(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` after appends on the server (any client's).
+
+        A daemon thread long-polls /v1/changes on its own connection: the
+        server answers as soon as something is appended, not on a tick.
+        """
+        client = self._client(WATCH_WAIT_S + 30)
+        self._watch_client = client
+
+        def loop() -> None:
+            seq = -1
+            while not self._closed:
+                try:
+                    params = {"after": seq, "wait": WATCH_WAIT_S} if seq >= 0 else {}
+                    response = client.get("/v1/changes", params=params)
+                    new = response.json()["seq"]
+                except Exception:
+                    if self._closed:
+                        return
+                    time.sleep(0.2)  # server away: try again, gently
+                    continue
+                # The first answer only fixes where we are; still call back, in case
+                # an append slipped in before the watch began.
+                if new != seq:
+                    callback()
+                seq = new
+
+        threading.Thread(target=loop, name="tidelog-http-watch", daemon=True).start()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._http.close()
+        if self._watch_client is not None:
+            self._watch_client.close()

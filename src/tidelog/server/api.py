@@ -1,0 +1,115 @@
+"""The small pub/sub API under /api, in the shape existing clients send verbatim.
+
+Topics here have one partition and ids are its offsets. A group's
+`lastAckedId` is its committed offset on partition 0.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..config import check_name
+from ..errors import InvalidRequest, UnknownTopic
+from ..records import FMT_TEXT, decode_meta
+from .bodies import field, int_field, json_object, query_int, query_str, query_wait
+from .context import ctx_of, json_response, raw_json
+
+MAX_PULL = 1000
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _payload(stored: bytes | str, meta: bytes | None) -> Any:
+    if type(stored) is not bytes:
+        return stored if meta is not None and decode_meta(meta)[0] == FMT_TEXT else raw_json(stored)
+    try:
+        return stored.decode()
+    except UnicodeDecodeError:
+        return base64.b64encode(stored).decode("ascii")
+
+
+def _topic_out(info) -> dict[str, Any]:
+    return {"name": info.name, "partitions": info.partitions, "createdAt": iso(info.created)}
+
+
+async def create_topic(request: Request) -> Response:
+    ctx = ctx_of(request)
+    body = await json_object(request, ctx.settings.max_body)
+    name = check_name("topic", field(body, "name", str))
+
+    def ensure():
+        try:
+            return ctx.log.topic(name), False
+        except UnknownTopic:
+            return ctx.log.create_topic(name, 1), True
+
+    info, created = await ctx.run(ensure)
+    return json_response(_topic_out(info), 201 if created else 200)
+
+
+async def publish(request: Request) -> Response:
+    ctx = ctx_of(request)
+    topic = check_name("topic", request.path_params["name"])
+    body = await json_object(request, ctx.settings.max_body)
+    if "payload" not in body:
+        raise InvalidRequest("field 'payload' is required")
+    payload = body["payload"]
+    producer = ctx.producer(None)
+    (sent,) = await ctx.writer.write(lambda: [producer.prepare(topic, [payload], partition=0)])
+    return json_response({"id": sent.first_offset, "topic": topic, "createdAt": iso(sent.timestamp)}, 201)
+
+
+async def pull(request: Request) -> Response:
+    ctx = ctx_of(request)
+    topic = check_name("topic", request.path_params["name"])
+    group = check_name("group", query_str(request, "group"))
+    batch = query_int(request, "batch", 10, 1, MAX_PULL)
+    wait = query_wait(request, ctx.settings.max_wait)
+    deadline = time.monotonic() + wait
+
+    def read():
+        committed = ctx.consumer(group).committed(topic, 0)
+        return committed, ctx.log.read(topic, 0, committed, batch)
+
+    while True:
+        seq = ctx.hub.seq
+        committed, msgs = await ctx.run(read)
+        left = deadline - time.monotonic()
+        if msgs or left <= 0 or not await ctx.hub.wait([(topic, 0)], seq, left):
+            break
+    ctx.metrics.records_read(topic, len(msgs))
+    messages = [{"id": m[0], "payload": _payload(m[2], m[3]), "createdAt": iso(m[1])} for m in msgs]
+    return json_response({"messages": messages, "lastAckedId": committed})
+
+
+async def ack(request: Request) -> Response:
+    ctx = ctx_of(request)
+    topic = check_name("topic", request.path_params["name"])
+    body = await json_object(request, ctx.settings.max_body)
+    group = check_name("group", field(body, "group", str))
+    last = int_field(body, "lastAckedId", 0)
+
+    def commit():
+        consumer = ctx.consumer(group)
+        consumer.commit(topic, 0, last)
+        return consumer.committed(topic, 0)
+
+    committed = await ctx.run(commit)
+    return json_response({"group": group, "topic": topic, "lastAckedId": committed})
+
+
+routes = [
+    Route("/api/topics", create_topic, methods=["POST"]),
+    Route("/api/topics/{name}/publish", publish, methods=["POST"]),
+    Route("/api/topics/{name}/pull", pull, methods=["GET"]),
+    Route("/api/topics/{name}/ack", ack, methods=["POST"]),
+]

@@ -1,0 +1,63 @@
+"""The ASGI app: routes, error handlers, auth and metrics around one Log."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+
+from ..log import Log
+from . import api, ops, publish, stream, v1
+from .auth import BearerAuth
+from .context import DEFAULT_MAX_BODY, MAX_WAIT_S, Context, Settings
+from .errors import HANDLERS
+from .metrics import MetricsMiddleware
+
+
+def create_app(
+    log_or_url: Log | str,
+    token: str | None = None,
+    *,
+    max_body: int = DEFAULT_MAX_BODY,
+    max_wait: float = MAX_WAIT_S,
+    keepalive: float = 15.0,
+) -> Starlette:
+    """An ASGI app serving `log_or_url` (a Log, or a store URL the app opens and closes).
+
+    The HTTP API never creates a topic implicitly: producing to a missing
+    topic is a 404, whatever the given Log's `auto_create`.
+    """
+    from .. import open as open_log
+
+    if isinstance(log_or_url, Log):
+        # A view of the caller's store with auto-create off; the caller closes it.
+        log, owns = Log(log_or_url.store, auto_create=False, clock=log_or_url.clock), False
+    else:
+        log, owns = open_log(log_or_url, auto_create=False), True
+    if max_body < 1:
+        raise ValueError("max_body must be at least 1 byte")
+    ctx = Context(
+        log, Settings(max_body=max_body, max_wait=min(max_wait, MAX_WAIT_S), keepalive=keepalive), owns
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await ctx.start()
+        try:
+            yield
+        finally:
+            await ctx.stop()
+
+    middleware = [Middleware(MetricsMiddleware, metrics=ctx.metrics)]
+    if token:
+        middleware.append(Middleware(BearerAuth, token=token))
+    app = Starlette(
+        routes=[*ops.routes, *api.routes, *publish.routes, *v1.routes, *stream.routes],
+        middleware=middleware,
+        exception_handlers=HANDLERS,
+        lifespan=lifespan,
+    )
+    app.state.ctx = ctx
+    return app

@@ -1,0 +1,41 @@
+"""Bearer-token auth for every route but /healthz, compared in constant time."""
+
+from __future__ import annotations
+
+import hmac
+
+from .errors import error_body
+
+OPEN_PATHS = frozenset({"/healthz"})
+
+
+class BearerAuth:
+    def __init__(self, app, token: str):
+        self.app = app
+        self.expected = b"Bearer " + token.encode()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        given = b""
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                given = value
+                break
+        if hmac.compare_digest(given, self.expected):
+            await self.app(scope, receive, send)
+            return
+        message = (
+            "missing Authorization header: send 'Authorization: Bearer <token>'"
+            if not given
+            else "wrong token in the Authorization header"
+        )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+            }
+        )
+        await send({"type": "http.response.body", "body": error_body("unauthorized", message)})

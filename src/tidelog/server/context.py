@@ -1,0 +1,98 @@
+"""What every route shares: the log, the writer, the hub, metrics and settings."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..log import Consumer, Log, Producer
+from .hub import AppendHub
+from .metrics import Metrics
+from .writer import GroupCommitWriter
+
+T = TypeVar("T")
+
+DEFAULT_MAX_BODY = 8 << 20
+MAX_WAIT_S = 30.0
+READ_THREADS = 4
+_CACHE_LIMIT = 10_000
+
+
+@dataclass(frozen=True)
+class Settings:
+    max_body: int = DEFAULT_MAX_BODY
+    max_wait: float = MAX_WAIT_S  # long-polls are held to this (30 s at most)
+    keepalive: float = 15.0  # seconds between SSE comments on an idle stream
+
+
+class Context:
+    def __init__(self, log: Log, settings: Settings, owns_log: bool):
+        self.log = log
+        self.settings = settings
+        self.owns_log = owns_log
+        self.metrics = Metrics(log)
+        self.hub = AppendHub(log)
+        self.writer = GroupCommitWriter(log, self.metrics.written)
+        # Store reads block: they run here, each thread with its own SQLite
+        # reader connection.
+        self.pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="tidelog-read")
+        self._producers: dict[str | None, Producer] = {}
+        self._groups: set[str] = set()
+
+    async def start(self) -> None:
+        self.hub.start()
+        self.writer.start()
+
+    async def stop(self) -> None:
+        self.hub.stop()
+        await self.writer.stop()
+        self.pool.shutdown(wait=True)
+        if self.owns_log:
+            self.log.close()
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a blocking core call off the event loop."""
+        call = functools.partial(fn, *args, **kwargs) if kwargs else (lambda: fn(*args))
+        return await asyncio.get_running_loop().run_in_executor(self.pool, call)
+
+    def producer(self, id: str | None) -> Producer:
+        # One producer per id, so keyless sends keep spreading round-robin.
+        producer = self._producers.get(id)
+        if producer is None:
+            if len(self._producers) > _CACHE_LIMIT:
+                self._producers.clear()
+            producer = self._producers[id] = self.log.producer(id)
+        return producer
+
+    def consumer(self, group: str, register: bool = True) -> Consumer:
+        """A stateless view of a group: it reads after the committed offset.
+
+        The group is registered the first time the server sees its name
+        (unless `register` is false: a look at offsets is no consumer).
+        """
+        if register and group not in self._groups:
+            self.log.consumer(group)  # validates the name and registers the group
+            if len(self._groups) > _CACHE_LIMIT:
+                self._groups.clear()
+            self._groups.add(group)
+        return Consumer(self.log, group)
+
+
+def ctx_of(request: Request) -> Context:
+    return request.app.state.ctx
+
+
+def raw_json(text: str) -> orjson.Fragment:
+    return orjson.Fragment(text)
+
+
+def json_response(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status, media_type="application/json")

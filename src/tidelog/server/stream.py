@@ -1,0 +1,86 @@
+"""Server-Sent Events: a topic's records for a group, as they arrive.
+
+The stream starts after the group's committed offset on each partition
+(the partitions the topic has when the stream opens). Each record is one
+`record` event whose id is `<partition>:<offset>`. With `commit=true` (the
+default) the group's offset advances as events are written, like Kafka's
+auto-commit; with `commit=false` the client commits through
+POST /v1/groups/{group}/commit. An idle stream sends a comment line every
+few seconds so proxies keep it open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from ..config import check_name
+from ..wire import row_to_wire
+from .bodies import query_bool, query_int, query_str
+from .context import ctx_of, raw_json
+
+BATCH = 500
+
+
+async def stream(request: Request) -> Response:
+    ctx = ctx_of(request)
+    topic = check_name("topic", request.path_params["topic"])
+    group = check_name("group", query_str(request, "group"))
+    only = query_int(request, "partition", -1, 0)
+    auto_commit = query_bool(request, "commit", True)
+
+    def start() -> dict[int, int]:
+        consumer = ctx.consumer(group)
+        partitions = [only] if only >= 0 else range(ctx.log.topic(topic).partitions)
+        return {p: consumer.committed(topic, p) for p in partitions}
+
+    # Errors (unknown topic or partition) answer before the stream starts.
+    positions = await ctx.run(start)
+    keys = [(topic, p) for p in positions]
+
+    def read() -> list:
+        out = []
+        for p, after in positions.items():
+            rows = ctx.log.read(topic, p, after, BATCH)
+            if rows:
+                out.append((p, rows))
+        return out
+
+    def commit(done: dict[int, int]) -> None:
+        consumer = ctx.consumer(group)
+        for p, offset in done.items():
+            consumer.commit(topic, p, offset)
+
+    async def events() -> AsyncIterator[bytes]:
+        yield f": {topic} for group {group}\n\n".encode()
+        while not ctx.hub.closed:
+            seq = ctx.hub.seq
+            found = await ctx.run(read)
+            if not found:
+                if not await ctx.hub.wait(keys, seq, ctx.settings.keepalive):
+                    yield b": keepalive\n\n"
+                continue
+            chunks = []
+            done = {}
+            for p, rows in found:
+                for row in rows:
+                    data = orjson.dumps(row_to_wire(topic, p, row, raw_json))
+                    chunks.append(b"id: %d:%d\nevent: record\ndata: %s\n\n" % (p, row[0], data))
+                positions[p] = done[p] = rows[-1][0]
+                ctx.metrics.records_read(topic, len(rows))
+            yield b"".join(chunks)
+            if auto_commit:
+                await ctx.run(commit, done)
+
+    return StreamingResponse(
+        events(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+routes = [Route("/v1/topics/{topic}/stream", stream, methods=["GET"])]

@@ -1,0 +1,417 @@
+"""The full API under /v1: topics, produce, read, groups, and the change feed.
+
+Every route is a thin translation of a core call (`tidelog.Log`,
+`Producer.prepare` through the group-commit writer, `Consumer`); blocking
+calls run on the context's threads.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..config import check_name
+from ..errors import InvalidRequest, UnknownGroup, UnknownTopic
+from ..log import MAX_BATCH, Message
+from ..records import BatchSent
+from ..store.base import TopicInfo
+from ..wire import record_in, row_to_wire
+from .bodies import field, int_field, json_object, no_unknown, path_int, query_int, query_str, query_wait
+from .context import Context, ctx_of, json_response, raw_json
+
+MAX_READ = 10_000
+DEFAULT_READ = 100
+
+
+def topic_out(info: TopicInfo) -> dict[str, Any]:
+    return {"name": info.name, "partitions": info.partitions, "config": info.config, "created": info.created}
+
+
+def messages_out(msgs: list[Message]) -> list[dict[str, Any]]:
+    return [row_to_wire(m.topic, m.partition, m, raw_json) for m in msgs]
+
+
+def _topic(request: Request) -> str:
+    return check_name("topic", request.path_params["topic"])
+
+
+def _group(request: Request) -> str:
+    return check_name("group", request.path_params["group"])
+
+
+# topics ----------------------------------------------------------------------------
+
+
+async def list_topics(request: Request) -> Response:
+    ctx = ctx_of(request)
+    topics = await ctx.run(ctx.log.topics)
+    return json_response({"topics": [topic_out(t) for t in topics]})
+
+
+async def create_topic(request: Request) -> Response:
+    ctx = ctx_of(request)
+    body = await json_object(request, ctx.settings.max_body)
+    no_unknown(body, {"name", "partitions", "config"})
+    name = check_name("topic", field(body, "name", str))
+    partitions = int_field(body, "partitions", 1, default=1)
+    config = field(body, "config", dict, default={})
+
+    def create() -> tuple[TopicInfo, bool]:
+        try:
+            ctx.log.topic(name)
+            existed = True
+        except UnknownTopic:
+            existed = False
+        return ctx.log.create_topic(name, partitions, **config), not existed
+
+    info, created = await ctx.run(create)
+    return json_response(topic_out(info), 201 if created else 200)
+
+
+async def describe_topic(request: Request) -> Response:
+    ctx = ctx_of(request)
+    desc = await ctx.run(ctx.log.describe, _topic(request))
+    return json_response(
+        {
+            "name": desc.name,
+            "partitions": len(desc.partitions),
+            "config": desc.config,
+            "created": desc.created,
+            "records": desc.records,
+            "offsets": [
+                {
+                    "partition": p.partition,
+                    "first_offset": p.first_offset,
+                    "last_offset": p.last_offset,
+                    "records": p.records,
+                }
+                for p in desc.partitions
+            ],
+        }
+    )
+
+
+async def delete_topic(request: Request) -> Response:
+    ctx = ctx_of(request)
+    name = _topic(request)
+    if not await ctx.run(ctx.log.delete_topic, name):
+        raise UnknownTopic(f"topic {name!r} does not exist")
+    return json_response({"name": name, "deleted": True})
+
+
+async def add_partitions(request: Request) -> Response:
+    ctx = ctx_of(request)
+    name = _topic(request)
+    body = await json_object(request, ctx.settings.max_body)
+    no_unknown(body, {"partitions"})
+    partitions = int_field(body, "partitions", 1)
+    info = await ctx.run(ctx.log.add_partitions, name, partitions)
+    return json_response(topic_out(info))
+
+
+# produce ---------------------------------------------------------------------------
+
+
+def _producer_and_stamp(body: dict[str, Any], where: str = "") -> tuple[str | None, int | None]:
+    producer = field(body, "producer", str, default=None, where=where)
+    if producer is not None:
+        check_name("producer", producer)
+    stamp = int_field(body, "timestamp", 0, (1 << 53), default=None, where=where)
+    return producer, stamp
+
+
+async def produce(request: Request) -> Response:
+    """Records to one topic; each record's partition, key or the spread picks its partition."""
+    ctx = ctx_of(request)
+    topic = _topic(request)
+    body = await json_object(request, ctx.settings.max_body)
+    no_unknown(body, {"records", "partition", "producer", "timestamp"})
+    records = field(body, "records", list)
+    if not records:
+        raise InvalidRequest("field 'records' must hold at least one record")
+    if len(records) > MAX_BATCH:
+        raise InvalidRequest(f"field 'records' holds at most {MAX_BATCH} records, got {len(records)}")
+    default_partition = int_field(body, "partition", 0, default=None)
+    producer_id, stamp = _producer_and_stamp(body)
+    # Group records by what picks their partition, keeping their order.
+    groups: dict[tuple, tuple[list[int], list[Any]]] = {}
+    for i, item in enumerate(records):
+        value, partition, key = record_in(item, f"records[{i}]")
+        if partition is None:
+            partition = default_partition
+        route = ("p", partition) if partition is not None else ("k", key) if key is not None else ("spread",)
+        slot = groups.get(route)
+        if slot is None:
+            slot = groups[route] = ([], [])
+        slot[0].append(i)
+        slot[1].append(value)
+    producer = ctx.producer(producer_id)
+
+    def job():
+        out = []
+        for route, (_, values) in groups.items():
+            partition = route[1] if route[0] == "p" else None
+            key = route[1] if route[0] == "k" else None
+            prepared = producer.prepare(topic, values, key=key, partition=partition)
+            out.append(prepared if stamp is None else prepared._replace(timestamp=stamp))
+        return out
+
+    sent = await ctx.writer.write(job)
+    placed: list[Any] = [None] * len(records)
+    for (indices, _), s in zip(groups.values(), sent):
+        for j, i in enumerate(indices):
+            placed[i] = {"partition": s.partition, "offset": s.first_offset + j}
+    return json_response({"topic": topic, "timestamp": sent[0].timestamp, "records": placed})
+
+
+def _batch_out(s: BatchSent) -> dict[str, Any]:
+    return {
+        "topic": s.topic,
+        "partition": s.partition,
+        "first_offset": s.first_offset,
+        "count": s.count,
+        "timestamp": s.timestamp,
+    }
+
+
+async def produce_batches(request: Request) -> Response:
+    """Batches to any topics in one transaction: all are written or none."""
+    ctx = ctx_of(request)
+    body = await json_object(request, ctx.settings.max_body)
+    no_unknown(body, {"batches"})
+    batches = field(body, "batches", list)
+    if not batches:
+        raise InvalidRequest("field 'batches' must hold at least one batch")
+    plan = []
+    for b, batch in enumerate(batches):
+        where = f"batches[{b}]."
+        if not isinstance(batch, dict):
+            raise InvalidRequest(f"batches[{b}] must be an object")
+        no_unknown(batch, {"topic", "partition", "key", "producer", "timestamp", "records"}, f"batches[{b}]")
+        topic = check_name("topic", field(batch, "topic", str, where=where))
+        partition = int_field(batch, "partition", 0, default=None, where=where)
+        key = field(batch, "key", str, default=None, where=where)
+        producer_id, stamp = _producer_and_stamp(batch, where)
+        records = field(batch, "records", list, where=where)
+        if not records:
+            raise InvalidRequest(f"field '{where}records' must hold at least one record")
+        values = []
+        for i, item in enumerate(records):
+            value, own_partition, _ = record_in(item, f"{where}records[{i}]")
+            if own_partition is not None:
+                raise InvalidRequest(
+                    f"{where}records[{i}].partition: a batch goes to one partition, set {where}partition"
+                )
+            values.append(value)
+        plan.append((ctx.producer(producer_id), topic, values, key, partition, stamp))
+
+    def job():
+        out = []
+        for producer, topic, values, key, partition, stamp in plan:
+            prepared = producer.prepare(topic, values, key=key, partition=partition)
+            out.append(prepared if stamp is None else prepared._replace(timestamp=stamp))
+        return out
+
+    sent = await ctx.writer.write(job)
+    return json_response({"batches": [_batch_out(s) for s in sent]})
+
+
+# reads -----------------------------------------------------------------------------
+
+
+async def long_poll(ctx: Context, keys: list[tuple[str, int]], wait: float, read) -> Any:
+    """Call `read` (blocking, on a thread) until it finds records or `wait` passes."""
+    deadline = time.monotonic() + wait
+    while True:
+        seq = ctx.hub.seq
+        result = await ctx.run(read)
+        left = deadline - time.monotonic()
+        if result or left <= 0 or not await ctx.hub.wait(keys, seq, left):
+            return result
+
+
+async def read_partition(request: Request) -> Response:
+    ctx = ctx_of(request)
+    topic = _topic(request)
+    partition = path_int(request, "partition")
+    after = query_int(request, "after", 0, 0)
+    limit = query_int(request, "limit", DEFAULT_READ, 1, MAX_READ)
+    wait = query_wait(request, ctx.settings.max_wait)
+    msgs = await long_poll(
+        ctx, [(topic, partition)], wait, lambda: ctx.log.read(topic, partition, after, limit)
+    )
+    ctx.metrics.records_read(topic, len(msgs))
+    return json_response({"records": messages_out(msgs)})
+
+
+# groups ----------------------------------------------------------------------------
+
+
+async def list_groups(request: Request) -> Response:
+    ctx = ctx_of(request)
+    return json_response({"groups": await ctx.run(ctx.log.groups)})
+
+
+async def create_group(request: Request) -> Response:
+    ctx = ctx_of(request)
+    body = await json_object(request, ctx.settings.max_body)
+    no_unknown(body, {"name", "mode"})
+    name = check_name("group", field(body, "name", str))
+    mode = field(body, "mode", str, default="stream")
+    if mode != "stream":
+        raise InvalidRequest(f"field 'mode' must be 'stream' (queue groups come later), got {mode!r}")
+    await ctx.run(ctx.consumer, name)
+    return json_response({"name": name, "mode": mode})
+
+
+async def describe_group(request: Request) -> Response:
+    ctx = ctx_of(request)
+    group = _group(request)
+    topics = [check_name("topic", t) for t in request.query_params.getlist("topic")]
+
+    def describe():
+        if group not in ctx.log.groups():
+            raise UnknownGroup(f"group {group!r} does not exist")
+        return ctx.log.describe_group(group, topics)
+
+    rows = await ctx.run(describe)
+    return json_response(
+        {
+            "group": group,
+            "partitions": [
+                {
+                    "topic": r.topic,
+                    "partition": r.partition,
+                    "committed": r.committed,
+                    "last_offset": r.last_offset,
+                    "lag": r.lag,
+                }
+                for r in rows
+            ],
+        }
+    )
+
+
+async def group_offsets(request: Request) -> Response:
+    ctx = ctx_of(request)
+    group = _group(request)
+    rows = await ctx.run(ctx.log.group_offsets, group)
+    return json_response(
+        {
+            "group": group,
+            "offsets": [{"topic": r.topic, "partition": r.partition, "committed": r.committed} for r in rows],
+        }
+    )
+
+
+async def group_partition(request: Request) -> Response:
+    ctx = ctx_of(request)
+    group, topic = _group(request), _topic(request)
+    partition = path_int(request, "partition")
+
+    def look():
+        committed = ctx.consumer(group, register=False).committed(topic, partition)
+        last = ctx.log.describe(topic).partitions[partition].last_offset
+        return committed, last
+
+    committed, last = await ctx.run(look)
+    return json_response(
+        {
+            "group": group,
+            "topic": topic,
+            "partition": partition,
+            "committed": committed,
+            "last_offset": last,
+            "lag": max(0, last - committed),
+        }
+    )
+
+
+async def fetch(request: Request) -> Response:
+    """Records after the group's committed offset, on one partition or all of them."""
+    ctx = ctx_of(request)
+    group, topic = _group(request), _topic(request)
+    only = query_int(request, "partition", -1, 0)
+    limit = query_int(request, "max", DEFAULT_READ, 1, MAX_READ)
+    exclude = query_str(request, "exclude_producer", required=False)
+    if exclude is not None:
+        check_name("producer", exclude)
+    wait = query_wait(request, ctx.settings.max_wait)
+    partitions = [only] if only >= 0 else list(range((await ctx.run(ctx.log.topic, topic)).partitions))
+
+    def read() -> list[Message]:
+        consumer = ctx.consumer(group)
+        out: list[Message] = []
+        for p in partitions:
+            out += consumer.fetch(topic, p, limit - len(out), exclude_producer=exclude)
+            if len(out) >= limit:
+                break
+        return out
+
+    msgs = await long_poll(ctx, [(topic, p) for p in partitions], wait, read)
+    ctx.metrics.records_read(topic, len(msgs))
+    return json_response({"group": group, "records": messages_out(msgs)})
+
+
+async def _offset_body(request: Request) -> tuple[str, int, int]:
+    ctx = ctx_of(request)
+    body = await json_object(request, ctx.settings.max_body)
+    no_unknown(body, {"topic", "partition", "offset"})
+    topic = check_name("topic", field(body, "topic", str))
+    return topic, int_field(body, "partition", 0), int_field(body, "offset", 0)
+
+
+async def commit(request: Request) -> Response:
+    ctx = ctx_of(request)
+    group = _group(request)
+    topic, partition, offset = await _offset_body(request)
+
+    def do():
+        consumer = ctx.consumer(group)
+        consumer.commit(topic, partition, offset)
+        return consumer.committed(topic, partition)
+
+    committed = await ctx.run(do)
+    return json_response({"group": group, "topic": topic, "partition": partition, "committed": committed})
+
+
+async def seek(request: Request) -> Response:
+    ctx = ctx_of(request)
+    group = _group(request)
+    topic, partition, offset = await _offset_body(request)
+    await ctx.run(lambda: ctx.consumer(group).seek(topic, partition, offset))
+    return json_response({"group": group, "topic": topic, "partition": partition, "committed": offset})
+
+
+async def changes(request: Request) -> Response:
+    """Long-poll for any append: answers with the change counter once it passes `after`."""
+    ctx = ctx_of(request)
+    after = query_int(request, "after", -1, -1)
+    wait = query_wait(request, ctx.settings.max_wait)
+    seq = ctx.hub.seq if after < 0 else await ctx.hub.wait_any(after, wait)
+    return json_response({"seq": seq})
+
+
+routes = [
+    Route("/v1/topics", list_topics, methods=["GET"]),
+    Route("/v1/topics", create_topic, methods=["POST"]),
+    Route("/v1/topics/{topic}", describe_topic, methods=["GET"]),
+    Route("/v1/topics/{topic}", delete_topic, methods=["DELETE"]),
+    Route("/v1/topics/{topic}/partitions", add_partitions, methods=["POST"]),
+    Route("/v1/topics/{topic}/records", produce, methods=["POST"]),
+    Route("/v1/topics/{topic}/partitions/{partition}/records", read_partition, methods=["GET"]),
+    Route("/v1/records", produce_batches, methods=["POST"]),
+    Route("/v1/groups", list_groups, methods=["GET"]),
+    Route("/v1/groups", create_group, methods=["POST"]),
+    Route("/v1/groups/{group}", describe_group, methods=["GET"]),
+    Route("/v1/groups/{group}/offsets", group_offsets, methods=["GET"]),
+    Route("/v1/groups/{group}/topics/{topic}/records", fetch, methods=["GET"]),
+    Route("/v1/groups/{group}/topics/{topic}/partitions/{partition}", group_partition, methods=["GET"]),
+    Route("/v1/groups/{group}/commit", commit, methods=["POST"]),
+    Route("/v1/groups/{group}/seek", seek, methods=["POST"]),
+    Route("/v1/changes", changes, methods=["GET"]),
+]

@@ -1,0 +1,158 @@
+"""The /api pub/sub routes and POST /publish/{topic}, on a real server."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import httpx
+import pytest
+
+import tidelog
+from conftest import need_service
+
+
+@pytest.fixture
+def server(serve):
+    return serve()
+
+
+@pytest.fixture
+def http(server):
+    with httpx.Client(base_url=server.url) as client:
+        yield client
+
+
+def test_api_flow(http):
+    created = http.post("/api/topics", json={"name": "orders"})
+    assert created.status_code == 201
+    assert created.json()["name"] == "orders"
+    assert http.post("/api/topics", json={"name": "orders"}).status_code == 200
+
+    ids = []
+    for payload in [{"orderId": 1}, {"orderId": 2, "items": [1, 2.5, None]}, "plain", [1, 2]]:
+        r = http.post("/api/topics/orders/publish", json={"payload": payload})
+        assert r.status_code == 201
+        body = r.json()
+        assert body["topic"] == "orders" and body["createdAt"].endswith("Z")
+        ids.append(body["id"])
+    assert ids == [1, 2, 3, 4]
+
+    pulled = http.get("/api/topics/orders/pull", params={"group": "analytics", "batch": 2}).json()
+    assert pulled["lastAckedId"] == 0
+    assert [(m["id"], m["payload"]) for m in pulled["messages"]] == [
+        (1, {"orderId": 1}),
+        (2, {"orderId": 2, "items": [1, 2.5, None]}),
+    ]
+    # Pulling again without an ack gives the same messages: the group has not moved.
+    assert [
+        m["id"] for m in http.get("/api/topics/orders/pull?group=analytics&batch=2").json()["messages"]
+    ] == [1, 2]
+
+    acked = http.post("/api/topics/orders/ack", json={"group": "analytics", "lastAckedId": 2})
+    assert acked.status_code == 200 and acked.json()["lastAckedId"] == 2
+    # Monotonic and idempotent: a lower id never rewinds, the same id again is fine.
+    assert (
+        http.post("/api/topics/orders/ack", json={"group": "analytics", "lastAckedId": 1}).json()[
+            "lastAckedId"
+        ]
+        == 2
+    )
+    assert (
+        http.post("/api/topics/orders/ack", json={"group": "analytics", "lastAckedId": 2}).json()[
+            "lastAckedId"
+        ]
+        == 2
+    )
+
+    rest = http.get("/api/topics/orders/pull?group=analytics").json()
+    assert rest["lastAckedId"] == 2
+    assert [(m["id"], m["payload"]) for m in rest["messages"]] == [(3, "plain"), (4, [1, 2])]
+    # Another group starts from the beginning.
+    assert http.get("/api/topics/orders/pull?group=billing&batch=1").json()["messages"][0]["id"] == 1
+
+
+def test_api_bad_input_is_refused_and_writes_nothing(server, http):
+    http.post("/api/topics", json={"name": "orders"})
+    http.post("/api/topics/orders/publish", json={"payload": 1})
+    cases = [
+        (http.post("/api/topics/missing/publish", json={"payload": 1}), 404, "unknown_topic", "missing"),
+        (http.post("/api/topics/orders/publish", json={"value": 1}), 400, "invalid_request", "payload"),
+        (http.post("/api/topics/orders/publish", content=b"{not json"), 400, "invalid_request", "JSON"),
+        (http.post("/api/topics/orders/publish", json=[1]), 400, "invalid_request", "object"),
+        (http.post("/api/topics", json={"name": "bad name"}), 400, "invalid_name", "topic"),
+        (http.post("/api/topics", json={"name": 7}), 400, "invalid_request", "name"),
+        (
+            http.post("/api/topics/orders/ack", json={"group": "g", "lastAckedId": "2"}),
+            400,
+            "invalid_request",
+            "lastAckedId",
+        ),
+        (http.post("/api/topics/orders/ack", json={"lastAckedId": 1}), 400, "invalid_request", "group"),
+        (
+            http.post("/api/topics/orders/ack", json={"group": "g", "lastAckedId": 9}),
+            400,
+            "offset_out_of_range",
+            "past the end",
+        ),
+        (http.get("/api/topics/orders/pull"), 400, "invalid_request", "group"),
+        (http.get("/api/topics/orders/pull?group=g&batch=0"), 400, "invalid_request", "batch"),
+        (http.get("/api/topics/orders/pull?group=g&batch=x"), 400, "invalid_request", "batch"),
+    ]
+    for response, status, code, named in cases:
+        assert response.status_code == status, response.text
+        error = response.json()["error"]
+        assert error["code"] == code
+        assert named in error["message"]
+    with tidelog.open(server.url) as log:
+        assert [t.name for t in log.topics()] == ["orders"]
+        assert log.describe("orders").records == 1
+        assert log.group_offsets("g") == []
+
+
+def test_curl(server):
+    if shutil.which("curl") is None:
+        need_service("curl", "the curl command is not installed")
+
+    def curl(*args: str) -> dict:
+        out = subprocess.run(
+            ["curl", "-sS", "--fail-with-body", *args], capture_output=True, text=True, timeout=30, check=True
+        )
+        return json.loads(out.stdout)
+
+    base = server.url
+    assert curl("-X", "POST", f"{base}/api/topics", "-d", '{"name": "orders"}')["name"] == "orders"
+    sent = curl("-X", "POST", f"{base}/api/topics/orders/publish", "-d", '{"payload": {"orderId": 123}}')
+    assert sent["id"] == 1
+    pulled = curl(f"{base}/api/topics/orders/pull?group=analytics&batch=10")
+    assert pulled["messages"][0]["payload"] == {"orderId": 123}
+    assert (
+        curl("-X", "POST", f"{base}/api/topics/orders/ack", "-d", '{"group": "analytics", "lastAckedId": 1}')[
+            "lastAckedId"
+        ]
+        == 1
+    )
+    raw = curl("-X", "POST", "--data-binary", "hello raw", f"{base}/publish/orders")
+    assert (raw["partition"], raw["offset"]) == (0, 2)
+    read = curl(f"{base}/v1/topics/orders/partitions/0/records?after=1")
+    assert read["records"][0]["format"] == "bytes"
+
+
+def test_publish_raw_body(server, http):
+    http.post("/v1/topics", json={"name": "blobs", "partitions": 4})
+    body = bytes(range(256)) * 3
+    r = http.post(
+        "/publish/blobs?partition=2", content=body, headers={"content-type": "application/octet-stream"}
+    )
+    assert r.status_code == 201
+    assert (r.json()["partition"], r.json()["offset"]) == (2, 1)
+    keyed = http.post("/publish/blobs?key=user-7", content=b"").json()
+    with tidelog.open(server.url) as log:
+        (msg,) = log.read("blobs", 2)
+        assert msg.value == body and msg.format == "bytes"
+        (empty,) = log.read("blobs", keyed["partition"])
+        assert empty.value == b"" and empty.key == b"user-7"
+    assert http.post("/publish/nope", content=b"x").status_code == 404
+    assert http.post("/publish/blobs?partition=9", content=b"x").status_code == 404
+    assert http.post("/publish/blobs?partition=-1", content=b"x").status_code == 400
