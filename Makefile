@@ -16,8 +16,8 @@ run: $(STAMP)
 	$(PY) -m tidelog.demo --db ./tidelog.db
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check --output-format concise src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check --output-format concise src tests bench examples
+	$(VENV)/bin/ruff format --check src tests bench examples
 
 test: lint
 	$(PY) -m pytest -q

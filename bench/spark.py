@@ -95,7 +95,13 @@ def main() -> None:
         url = os.path.join(tmp, "bench.db")
         fill(url, "in", n)
         spark = tidelog.spark.session(
-            "local[2]", "tidelog-bench", **{"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}
+            "local[2]",
+            "tidelog-bench",
+            **{
+                "spark.ui.enabled": "false",
+                "spark.ui.showConsoleProgress": "false",
+                "spark.sql.shuffle.partitions": "2",
+            },
         )
         spark.sparkContext.setLogLevel("ERROR")
 

@@ -15,6 +15,7 @@ import tidelog.spark
 
 SPARK_CONF = {
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",
     "spark.driver.memory": "1g",
 }

@@ -34,6 +34,21 @@ def triples(rows):
     return sorted((r.topic, r.partition, r.offset) for r in rows)
 
 
+def test_register_refuses_a_python_that_lacks_tidelog(spark, db, monkeypatch, tmp_path):
+    import tidelog.spark
+
+    bare = tmp_path / "bare-python"
+    bare.write_text("#!/bin/sh\nexit 1\n")  # stands for an interpreter without tidelog
+    bare.chmod(0o755)
+    monkeypatch.setenv("PYSPARK_PYTHON", str(bare))
+    with pytest.raises(tidelog.ConfigurationError, match="cannot import tidelog.spark"):
+        tidelog.spark.register(spark)
+    monkeypatch.delenv("PYSPARK_PYTHON")
+    tidelog.spark.register(spark)  # back to this interpreter, which has it
+    fill(db, counts=(1,))
+    assert read(spark, db, subscribe="t").count() == 1
+
+
 def test_batch_read_gives_every_record_in_kafkas_schema(spark, db):
     clock = iter(range(1_700_000_000_000, 1_800_000_000_000, 1000))
     with tidelog.open(db, clock=lambda: next(clock)) as log:
