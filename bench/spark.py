@@ -26,14 +26,17 @@ PARTITIONS = 4
 CHUNK = 10_000
 
 
-def best(runs: int, fn: Callable[[], int]) -> tuple[float, int]:
-    """(best seconds, records seen) over `runs` runs."""
-    times, seen = [], 0
+def best_pair(runs: int, plain: Callable[[], int], spark: Callable[[], int], n: int) -> tuple[float, float]:
+    """Best seconds of each over `runs` rounds, alternating the two so that
+    both see the same load on a shared machine."""
+    plain_s, spark_s = [], []
     for _ in range(runs):
-        start = time.perf_counter()
-        seen = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), seen
+        for fn, times in ((plain, plain_s), (spark, spark_s)):
+            start = time.perf_counter()
+            seen = fn()
+            times.append(time.perf_counter() - start)
+            assert seen == n, f"saw {seen} records, not {n}"
+    return min(plain_s), min(spark_s)
 
 
 def fill(url: str, topic: str, n: int) -> None:
@@ -67,9 +70,14 @@ def python_write(url: str, topic: str, n: int) -> int:
 
 
 def spark_read(spark, url: str, topic: str) -> int:
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    seen = Observation("seen")
     df = spark.read.format("tidelog").option("url", url).option("subscribe", topic).load()
-    df.write.format("noop").mode("overwrite").save()
-    return python_count(url, topic)
+    # Every column reaches the JVM; the observation counts rows on the way.
+    df.observe(seen, F.count(F.lit(1)).alias("rows")).write.format("noop").mode("overwrite").save()
+    return seen.get["rows"]
 
 
 def python_count(url: str, topic: str) -> int:
@@ -105,19 +113,21 @@ def main() -> None:
         )
         spark.sparkContext.setLogLevel("ERROR")
 
-        py_read_s, seen = best(args.runs, lambda: python_read(url, "in"))
-        assert seen == n, seen
-        spark_read(spark, url, "in")  # warm-up: Python workers start, JIT warms
-        sp_read_s, _ = best(args.runs, lambda: spark_read(spark, url, "in"))
+        spark_read(spark, url, "in")  # warm-up: Python workers start, the JIT warms
+        py_read_s, sp_read_s = best_pair(
+            args.runs, lambda: python_read(url, "in"), lambda: spark_read(spark, url, "in"), n
+        )
 
-        runs = iter(range(1_000_000))
-        py_write_s, written = best(args.runs, lambda: python_write(url, f"py-out-{next(runs)}", n))
-        assert written == n, written
         # The sink's input: the same 100-byte values, made in Spark.
         source = spark.range(0, n, numPartitions=2).selectExpr(f"unhex('{VALUE.hex()}') AS value")
         spark_write(spark, source, url, "warm-up")
-        sp_write_s, written = best(args.runs, lambda: spark_write(spark, source, url, f"sp-out-{next(runs)}"))
-        assert written == n, written
+        runs = iter(range(1_000_000))
+        py_write_s, sp_write_s = best_pair(
+            args.runs,
+            lambda: python_write(url, f"py-out-{next(runs)}", n),
+            lambda: spark_write(spark, source, url, f"sp-out-{next(runs)}"),
+            n,
+        )
         spark.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
