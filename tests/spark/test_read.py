@@ -218,6 +218,21 @@ def test_stream_restarts_where_its_checkpoint_ended_and_reads_new_partitions(spa
     assert both == sorted(first + ["t:0:4", "t:2:1", "t:2:2"])
 
 
+def test_a_stream_whose_records_vanished_fails_unless_told_to_go_on(spark, db, checkpoint):
+    fill(db, counts=(5,))
+    copy_available_now(spark, db, checkpoint, subscribe="t", startingOffsets="earliest")
+    with tidelog.open(db) as log:
+        log.delete_topic("t")  # the query's position (offset 6) no longer exists
+    fill(db, counts=(2,))
+    with pytest.raises(Exception, match="failOnDataLoss=false"):
+        copy_available_now(spark, db, checkpoint, subscribe="t")
+    # Told to go on, the query runs; the partition resumes once it passes offset 6 again.
+    with tidelog.open(db) as log:
+        log.producer().send_batch("t", [b"x"] * 5, partition=0)
+    copied = copy_available_now(spark, db, checkpoint, subscribe="t", failOnDataLoss="false")
+    assert copied == ["t:0:1", "t:0:2", "t:0:3", "t:0:4", "t:0:5", "t:0:6", "t:0:7"]
+
+
 def test_stream_starts_at_the_latest_records_by_default(spark, db, checkpoint):
     fill(db, counts=(4,))
     progress = run_available_now(spark, db, checkpoint, "from_latest", subscribe="t")
