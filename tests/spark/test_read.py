@@ -205,6 +205,34 @@ def copy_available_now(spark, db, checkpoint, **options):
         return sorted(m.data for m in log.read("copy", 0, limit=10_000))
 
 
+def test_available_now_stops_at_what_was_there_when_it_started(spark, db, checkpoint):
+    # The query copies topic t into t itself: every micro-batch appends records
+    # that a query without a fixed target would go on to read.
+    fill(db, counts=(6, 4))
+    query = (
+        spark.readStream.format("tidelog")
+        .option("url", db)
+        .option("subscribe", "t")
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "3")
+        .load()
+        .selectExpr("CAST(concat('copy-', partition, ':', offset) AS BINARY) AS value", "partition")
+        .writeStream.format("tidelog")
+        .option("url", db)
+        .option("topic", "t")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(240)
+    assert not query.isActive and query.exception() is None
+    assert sum(p["numInputRows"] for p in query.recentProgress) == 10
+    with tidelog.open(db) as log:
+        values = sorted(m.value for p in (0, 1) for m in log.read("t", p))
+    copies = [v for v in values if v.startswith(b"copy-")]
+    assert copies == sorted(f"copy-{p}:{o}".encode() for p, n in ((0, 6), (1, 4)) for o in range(1, n + 1))
+
+
 def test_stream_restarts_where_its_checkpoint_ended_and_reads_new_partitions(spark, db, checkpoint):
     fill(db, counts=(3, 2))
     first = copy_available_now(spark, db, checkpoint, subscribe="t", startingOffsets="earliest")
