@@ -16,8 +16,8 @@ run: $(STAMP)
 	$(VENV)/bin/tidelog serve --db ./tidelog.db --host 127.0.0.1 --port 7070
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check --output-format concise src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check --output-format concise src tests bench examples
+	$(VENV)/bin/ruff format --check src tests bench examples
 
 test: lint
 	$(PY) -m pytest -q
