@@ -39,6 +39,8 @@ from ..errors import (
 )
 from . import schema
 from .base import AppendBatch, GroupOffset, PartitionInfo, TopicInfo
+from .postgres_consumers import PostgresConsumers
+from .postgres_queues import PostgresQueues
 
 try:
     import psycopg
@@ -179,7 +181,7 @@ class _PartitionGone(Exception):
     """A cached partition id no longer exists (its topic was deleted)."""
 
 
-class PostgresStore:
+class PostgresStore(PostgresQueues, PostgresConsumers):
     """Store protocol on a PostgreSQL database."""
 
     dialect = "postgres"
