@@ -37,11 +37,31 @@ ON CONFLICT (grp, topic_id, name) DO UPDATE SET seen = excluded.seen,
     active = coalesce(excluded.active, tidelog_queue_consumers.active)
 """
 
+# As a queue receive reads past the cursor (postgres_queues._FRESH): the
+# first record past it, then a bounded range, so the plan stays a short
+# index range scan whatever the statistics.
 _TAKE = """
-SELECT "offset", ts, value, text, meta FROM tidelog_records
-WHERE pid = %(pid)s AND "offset" > coalesce(
-    (SELECT scanned FROM tidelog_queue_cursors WHERE grp = %(grp)s AND pid = %(pid)s), 0)
-ORDER BY "offset" LIMIT %(limit)s
+WITH f AS (
+    SELECT min("offset") AS first FROM tidelog_records WHERE pid = %(pid)s AND "offset" > coalesce(
+        (SELECT scanned FROM tidelog_queue_cursors WHERE grp = %(grp)s AND pid = %(pid)s), 0)
+)
+SELECT "offset", ts, value, text, meta FROM tidelog_records, f
+WHERE pid = %(pid)s AND "offset" >= f.first AND "offset" < f.first + %(limit)s
+ORDER BY "offset"
+"""
+
+# The newest records below `before`: the last one held (one index probe),
+# then a range of `limit` offsets down from it; `low` is the oldest record
+# held, to tell a gap left by compaction from the start of the partition.
+_BEFORE = """
+WITH last AS (
+    SELECT max("offset") AS top, (SELECT min("offset") FROM tidelog_records WHERE pid = %(pid)s) AS low
+    FROM tidelog_records WHERE pid = %(pid)s AND "offset" < %(before)s
+)
+SELECT last.top, last.low, r."offset", r.ts, r.value, r.text, r.meta
+FROM last LEFT JOIN tidelog_records r
+  ON r.pid = %(pid)s AND r."offset" <= last.top AND r."offset" > last.top - %(limit)s
+ORDER BY r."offset" DESC
 """
 
 # A record taken again after the cursor moved back is handed to this
@@ -393,14 +413,22 @@ class PostgresConsumers:
     def read_before(self, topic: str, partition: int, before: int, limit: int) -> list[tuple]:
         """Records with offset < before, newest first, at most `limit`."""
         pid = self._pid(topic, partition)
+        out: list[tuple] = []
+        before = min(before, MAX_OFFSET)
         with self._conn() as conn:
-            rows = conn.execute(
-                'SELECT "offset", ts, value, text, meta FROM tidelog_records '
-                'WHERE pid = %s AND "offset" < %s ORDER BY "offset" DESC LIMIT %s',
-                (pid, min(before, MAX_OFFSET), limit),
-                binary=True,
-            ).fetchall()
-        return [(o, ts, stored(v, t), m) for o, ts, v, t, m in rows]
+            while len(out) < limit:
+                want = limit - len(out)
+                rows = conn.execute(
+                    _BEFORE, {"pid": pid, "before": before, "limit": want}, binary=True
+                ).fetchall()
+                top, low = rows[0][0], rows[0][1]
+                if top is None:
+                    break  # nothing below `before`
+                out += [(o, ts, stored(v, t), m) for _, _, o, ts, v, t, m in rows if o is not None]
+                before = top - want + 1  # the window's low end: older records lie below it
+                if before <= low:
+                    break
+        return out
 
     def trim(self, topic: str, partition: int, before: int) -> int:
         """Remove the records with offset < before, and queue-group state on

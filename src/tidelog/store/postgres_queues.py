@@ -43,15 +43,21 @@ CROSS JOIN LATERAL (
 ) s
 """
 
-# Records past each partition's cursor, in offset order.
+# Records past each partition's cursor, in offset order: the first one held
+# past it (one index probe), then a range of `limit` offsets from there.
+# Both bounds keep every plan an index range scan of at most `limit` rows,
+# whatever the table's statistics say; a gap that compaction left inside the
+# range only makes the batch smaller.
 _FRESH = """
 SELECT p.i - 1, r."offset", r.ts, r.value, r.text, r.meta
 FROM unnest(%(pids)s::bigint[]) WITH ORDINALITY AS p(pid, i)
 LEFT JOIN tidelog_queue_cursors c ON c.grp = %(grp)s AND c.pid = p.pid
 CROSS JOIN LATERAL (
+    SELECT min("offset") AS first FROM tidelog_records WHERE pid = p.pid AND "offset" > coalesce(c.scanned, 0)
+) f
+CROSS JOIN LATERAL (
     SELECT "offset", ts, value, text, meta FROM tidelog_records
-    WHERE pid = p.pid AND "offset" > coalesce(c.scanned, 0)
-    ORDER BY "offset" LIMIT %(limit)s
+    WHERE pid = p.pid AND "offset" >= f.first AND "offset" < f.first + %(limit)s
 ) r
 ORDER BY p.i, r."offset"
 """
@@ -81,10 +87,12 @@ SELECT pid, "offset", ts, value, text, meta FROM r
 # (the cursor of a Redis group was moved back) is taken afresh.
 _TAKE_NEW = """
 WITH v AS (
-    SELECT * FROM unnest(
-        %(pids)s::bigint[], %(offsets)s::bigint[], %(dues)s::bigint[], %(deliveries)s::integer[],
-        %(receipts)s::text[]
-    ) AS v(pid, "offset", due, deliveries, receipt)
+    SELECT pid, "offset", %(deadline)s::bigint AS due, 1 AS deliveries, receipt
+    FROM unnest(%(pids)s::bigint[], %(offsets)s::bigint[], %(receipts)s::text[]) AS l(pid, "offset", receipt)
+    UNION ALL
+    SELECT pid, "offset", due, 0, NULL
+    FROM unnest(%(delayed_pids)s::bigint[], %(delayed_offsets)s::bigint[], %(dues)s::bigint[])
+        AS d(pid, "offset", due)
 ), s AS (
     INSERT INTO tidelog_queue_state (grp, pid, "offset", due, deliveries, receipt)
     SELECT %(grp)s, pid, "offset", due, deliveries, receipt FROM v
@@ -133,15 +141,20 @@ FROM tidelog_queue_state WHERE grp = %(grp)s AND pid = ANY(%(pids)s::bigint[])
 
 # Per partition: the cursor, and the first and last records past it.
 _WAITING = """
-SELECT p.pid, coalesce(c.scanned, 0), f."offset", f.ts,
+SELECT p.pid, coalesce(c.scanned, 0), f.first, r.ts,
        (SELECT max("offset") FROM tidelog_records WHERE pid = p.pid)
 FROM unnest(%(pids)s::bigint[]) AS p(pid)
 LEFT JOIN tidelog_queue_cursors c ON c.grp = %(grp)s AND c.pid = p.pid
 CROSS JOIN LATERAL (
-    SELECT "offset", ts FROM tidelog_records WHERE pid = p.pid AND "offset" > coalesce(c.scanned, 0)
-    ORDER BY "offset" LIMIT 1
+    SELECT min("offset") AS first FROM tidelog_records WHERE pid = p.pid AND "offset" > coalesce(c.scanned, 0)
 ) f
+JOIN tidelog_records r ON r.pid = p.pid AND r."offset" = f.first
 """
+
+
+def _append_row(columns: tuple[list, ...], *row: Any) -> None:
+    for column, value in zip(columns, row):
+        column.append(value)
 
 
 def stored(blob: bytes | None, text: str | None) -> bytes | str:
@@ -278,27 +291,26 @@ class PostgresQueues:
             candidates.sort(key=lambda c: (c[0], c[1], c[2]))
             taken = candidates[:limit]
 
+            # Statement parameters, a list a column: leases again, new
+            # leases, and delayed records parked (pids, offsets, receipts or dues).
             again: tuple[list[int], list[int], list[str]] = ([], [], [])
-            new: tuple[list[int], ...] = ([], [], [], [], [])  # pid, offset, due, deliveries, receipt
+            leased: tuple[list[int], list[int], list[str]] = ([], [], [])
+            delayed: tuple[list[int], list[int], list[int]] = ([], [], [])
             receipts: dict[tuple[int, int], str] = {}
             for _, partition, offset, _, record in taken:
                 receipt = receipts[partition, offset] = new_receipt()
                 if record is None:
-                    for column, value in zip(again, (pids[partition], offset, receipt)):
-                        column.append(value)
-            chosen = set(receipts)
+                    _append_row(again, pids[partition], offset, receipt)
             # New records taken, and the delayed ones in the unbroken run
             # before the last of them, enter the state; the cursor follows.
             for partition, marked in fresh.items():
                 for offset, due, record in marked:
                     if record is None:
-                        row = (pids[partition], offset, due, 0, None)
-                    elif (partition, offset) in chosen:
-                        row = (pids[partition], offset, deadline, 1, receipts[partition, offset])
+                        _append_row(delayed, pids[partition], offset, due)
+                    elif (partition, offset) in receipts:
+                        _append_row(leased, pids[partition], offset, receipts[partition, offset])
                     else:
                         break
-                    for column, value in zip(new, row):
-                        column.append(value)
 
             leased_again = None
             if again[0]:
@@ -313,23 +325,26 @@ class PostgresQueues:
                     },
                     binary=True,
                 )
-            if new[0]:
+            if leased[0] or delayed[0]:
                 conn.execute(
                     _TAKE_NEW,
                     {
                         "grp": group,
-                        "pids": new[0],
-                        "offsets": new[1],
-                        "dues": new[2],
-                        "deliveries": new[3],
-                        "receipts": new[4],
+                        "deadline": deadline,
+                        "pids": leased[0],
+                        "offsets": leased[1],
+                        "receipts": leased[2],
+                        "delayed_pids": delayed[0],
+                        "delayed_offsets": delayed[1],
+                        "dues": delayed[2],
                     },
                 )
-            next_due_row = conn.execute(_NEXT_DUE, params)
+            # When waiting ends (only asked when the batch may come out short).
+            next_due_row = conn.execute(_NEXT_DUE, params) if len(taken) < limit or again[0] else None
             records = {}
             if leased_again is not None:
                 records = {(pid, o): (o, ts, stored(v, t), m) for pid, o, ts, v, t, m in leased_again}
-            next_due = next_due_row.fetchone()[0]
+            next_due = next_due_row.fetchone()[0] if next_due_row is not None else None
 
         out: list[Leased] = []
         for _, partition, offset, deliveries, record in taken:

@@ -45,11 +45,14 @@ CREATE TABLE tidelog_queue_state (
     deliveries integer NOT NULL,
     receipt    text,                       -- the current lease's receipt; NULL when not leased
     consumer   text COLLATE "C",           -- the named consumer holding the lease (Redis groups)
-    delivered  bigint,                     -- ms of the last delivery or claim to a named consumer
-    PRIMARY KEY (grp, pid, "offset")
+    delivered  bigint                      -- ms of the last delivery or claim to a named consumer
 );
 
 CREATE INDEX tidelog_queue_state_due ON tidelog_queue_state (grp, pid, due, "offset");
+-- The key comes after the due index on purpose: until the table has
+-- statistics the planner costs both the same for a lookup by offset (an ack)
+-- and takes the later one; the due index would scan every lease of the group.
+ALTER TABLE tidelog_queue_state ADD PRIMARY KEY (grp, pid, "offset");
 -- Only named-consumer leases are looked up by consumer; anonymous leases
 -- (the common queue) pay nothing for this index.
 CREATE INDEX tidelog_queue_state_consumer ON tidelog_queue_state (grp, pid, consumer, "offset")
