@@ -2,7 +2,9 @@
 
 The conformance suite (test_queues, test_queue_processes, test_streams) runs
 on PostgreSQL as on SQLite; these tests cover what only PostgreSQL has: the
-forward migration of a version-1 log, row locks (a receive skips a lease
+same answers as the SQLite store to one random script of sends, receives,
+acks, nacks, extends, rejects and clock ticks, the forward migration of a
+version-1 log, row locks (a receive skips a lease
 whose row another transaction holds, rather than waiting for it), dead
 letters appended densely by many connections at once, and the triggers that
 clear queue state with its topic.
@@ -10,6 +12,8 @@ clear queue state with its topic.
 
 from __future__ import annotations
 
+import itertools
+import random
 import threading
 from collections.abc import Iterator
 
@@ -17,6 +21,7 @@ import pytest
 
 import tidelog
 from pgschema import postgres_schema
+from tidelog import queues
 from tidelog.store import schema
 from tidelog.streams import ZERO, Streams
 
@@ -142,3 +147,100 @@ def test_deleting_a_topic_clears_its_queue_groups(pg_url):
         assert [(d.offset, d.value, d.delivery_count) for d in again.receive(max_messages=5)] == [
             (1, b"new", 1)
         ]
+
+
+class Twins:
+    """The same queue on SQLite and on PostgreSQL, driven by one script."""
+
+    def __init__(self, pg_url: str, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        receipts = itertools.count()
+        monkeypatch.setattr(queues, "_new_receipt", lambda: f"r{next(receipts):09d}")
+        self.clock = Clock()
+        self.logs = [tidelog.open(path, clock=self.clock), tidelog.open(pg_url, clock=self.clock)]
+        for log in self.logs:
+            log.create_topic("jobs", partitions=2)
+        self.queues = [log.queue("jobs", visibility_timeout=5, max_deliveries=3) for log in self.logs]
+        self.held: list[list] = [[], []]
+
+    def both(self, act) -> list:
+        """act(side, queue, held) on each side; results (or exception types) per side."""
+        out = []
+        for side in (0, 1):
+            try:
+                out.append(act(side, self.queues[side], self.held[side]))
+            except tidelog.TidelogError as e:
+                out.append(type(e).__name__)
+        return out
+
+    def close(self) -> None:
+        for log in self.logs:
+            log.close()
+
+
+def shown(deliveries) -> list[tuple]:
+    return [(d.partition, d.offset, d.value, d.delivery_count, d.lease_deadline) for d in deliveries]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_queue_groups_answer_as_on_sqlite(pg_url, tmp_path, monkeypatch, seed):
+    rng = random.Random(seed)
+    twins = Twins(pg_url, str(tmp_path / "twin.db"), monkeypatch)
+    try:
+        for step in range(160):
+            kind = rng.choice(
+                ["send", "send", "batch", "receive", "receive", "poll", "settle", "settle", "tick"]
+            )
+            if kind == "send":
+                value, delay, partition = f"v{step}".encode(), rng.choice([0, 0, 0, 3]), rng.randrange(2)
+                got = twins.both(
+                    lambda s, q, h, v=value, d=delay, p=partition: q.send(v, delay=d, partition=p).offset
+                )
+            elif kind == "batch":
+                values, partition = (
+                    [f"b{step}.{i}".encode() for i in range(rng.randint(2, 6))],
+                    rng.randrange(2),
+                )
+                got = twins.both(
+                    lambda s, q, h, vs=values, p=partition: q.send_batch(vs, partition=p).first_offset
+                )
+            elif kind in ("receive", "poll"):
+                n, visibility = rng.randint(1, 6), rng.choice([None, 1, 8])
+
+                def receive(side, q, held, n=n, visibility=visibility, kind=kind):
+                    if kind == "poll":
+                        ds, next_due = q.poll(n, visibility_timeout=visibility)
+                    else:
+                        ds, next_due = q.receive(n, visibility_timeout=visibility), None
+                    held.extend(ds)
+                    return shown(ds), next_due
+
+                got = twins.both(receive)
+            elif kind == "settle" and twins.held[0]:
+                i, how = (
+                    rng.randrange(len(twins.held[0])),
+                    rng.choice(["ack", "nack", "back", "delay", "extend", "reject"]),
+                )
+
+                def settle(side, q, held, i=i, how=how):
+                    d = held[i]
+                    if how == "ack":
+                        return q.ack(d)
+                    if how in ("nack", "back", "delay"):
+                        return q.nack(d, back=how == "back", delay=2 if how == "delay" else None)
+                    if how == "extend":
+                        return q.extend(d, 4).lease_deadline
+                    return q.reject(d, reason="no")
+
+                got = twins.both(settle)
+            else:
+                twins.clock.now += rng.choice([500, 1000, 2500, 6000])
+                got = twins.both(lambda s, q, h: tuple(q.stats()))
+            assert got[0] == got[1], f"step {step} ({kind}): sqlite {got[0]!r}, postgres {got[1]!r}"
+        dead = [
+            [(m.offset, m.value, m.headers) for m in log.read("jobs.dlq", 0, limit=1000)]
+            for log in twins.logs
+        ]
+        assert dead[0] == dead[1]
+        assert dead[0], "the script dead-lettered nothing: it tests less than it should"
+    finally:
+        twins.close()
