@@ -5,7 +5,8 @@ on PostgreSQL as on SQLite; these tests cover what only PostgreSQL has: the
 same answers as the SQLite store to one random script of sends, receives,
 acks, nacks, extends, rejects and clock ticks, the forward migration of a
 version-1 log, row locks (a receive skips a lease
-whose row another transaction holds, rather than waiting for it), dead
+whose row another transaction holds, rather than waiting for it, but waits
+for a release in flight, which may put a record ahead of the rest), dead
 letters appended densely by many connections at once, and the triggers that
 clear queue state with its topic.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import itertools
 import random
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -80,6 +82,33 @@ def test_a_receive_skips_a_lease_another_transaction_holds(pg_url):
             assert not receiver.is_alive(), "the receive waited for a locked lease"
         assert [(d.offset, d.delivery_count) for d in got] == [(1, 2), (3, 2)]
         assert [(d.offset, d.delivery_count) for d in q.receive(max_messages=10)] == [(2, 2)]
+
+
+def test_a_receive_waits_for_a_release_in_flight(pg_url):
+    with tidelog.open(pg_url) as log:
+        q = log.queue("jobs", visibility_timeout=600)
+        q.send_batch([b"1", b"2"])
+        (first,) = q.receive()
+        with raw(pg_url) as releaser, raw(pg_url) as watcher:
+            got: list = []
+            with releaser.transaction():
+                # A nack to the front, between its update and its commit.
+                releaser.execute("SELECT FROM tidelog_queue_groups WHERE grp = 'jobs' FOR SHARE")
+                releaser.execute('UPDATE tidelog_queue_state SET due = 0, receipt = NULL WHERE "offset" = 1')
+                receiver = threading.Thread(target=lambda: got.extend(q.receive()))
+                receiver.start()
+                for _ in range(600):  # until the receive waits for the releaser
+                    blocked = watcher.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                        (releaser.info.backend_pid,),
+                    ).fetchone()[0]
+                    if blocked or not receiver.is_alive():
+                        break
+                    time.sleep(0.05)
+                assert blocked == 1, "the receive did not wait for the release"
+            receiver.join(timeout=60)
+        # Released to the front: delivered again before offset 2.
+        assert [(d.offset, d.delivery_count) for d in got] == [(first.offset, 2)]
 
 
 def test_dead_letters_from_many_connections_get_dense_offsets(pg_url):

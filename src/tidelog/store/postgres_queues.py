@@ -125,10 +125,16 @@ LEFT JOIN tidelog_queue_state s ON s.grp = %(grp)s AND s.pid = %(pid)s AND s."of
 _EXTEND = (
     'UPDATE tidelog_queue_state SET due = %s WHERE grp = %s AND pid = %s AND "offset" = %s AND receipt = %s'
 )
-_RELEASE = (
-    "UPDATE tidelog_queue_state SET due = %s, receipt = NULL "
-    'WHERE grp = %s AND pid = %s AND "offset" = %s AND receipt = %s'
-)
+# A release makes a record due again, maybe ahead of everything: it holds
+# its group's row in share mode until it commits, so a receive that starts
+# meanwhile waits for it and then sees the record, as when writes take turns
+# on SQLite. (The lock comes first: an uncorrelated EXISTS runs once, up front.)
+_RELEASE = """
+WITH g AS (SELECT FROM tidelog_queue_groups WHERE grp = %(grp)s AND topic_id = %(topic_id)s FOR SHARE)
+UPDATE tidelog_queue_state SET due = %(due)s, receipt = NULL
+WHERE grp = %(grp)s AND pid = %(pid)s AND "offset" = %(offset)s AND receipt = %(receipt)s
+  AND EXISTS (SELECT FROM g)
+"""
 
 _STATE_COUNTS = """
 SELECT count(*) FILTER (WHERE due <= %(now)s),
@@ -388,23 +394,29 @@ class PostgresQueues:
             return  # done already: acking twice is a no-op
         raise lease_lost(group, topic, partition, offset, found, held, deliveries)
 
-    def _update_lease(
-        self, sql: str, params: tuple, group: str, topic: str, partition: int, offset: int, receipt: str
-    ) -> None:
-        pid = self._pid(topic, partition)
-        with self._conn() as conn:
-            if conn.execute(sql, (*params, group, pid, offset, receipt)).rowcount != 1:
-                raise self._lease_lost(conn, group, topic, partition, pid, offset)
-
     def queue_extend(
         self, group: str, topic: str, partition: int, offset: int, receipt: str, deadline: int
     ) -> None:
-        self._update_lease(_EXTEND, (deadline,), group, topic, partition, offset, receipt)
+        pid = self._pid(topic, partition)
+        with self._conn() as conn:
+            if conn.execute(_EXTEND, (deadline, group, pid, offset, receipt)).rowcount != 1:
+                raise self._lease_lost(conn, group, topic, partition, pid, offset)
 
     def queue_release(
         self, group: str, topic: str, partition: int, offset: int, receipt: str, due: int
     ) -> None:
-        self._update_lease(_RELEASE, (due,), group, topic, partition, offset, receipt)
+        pid = self._pid(topic, partition)
+        params = {
+            "grp": group,
+            "topic_id": self._topic_pids(topic)[0],
+            "pid": pid,
+            "offset": offset,
+            "receipt": receipt,
+            "due": due,
+        }
+        with self._conn() as conn:
+            if conn.execute(_RELEASE, params).rowcount != 1:
+                raise self._lease_lost(conn, group, topic, partition, pid, offset)
 
     def queue_dead_letter(
         self,
