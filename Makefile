@@ -23,8 +23,10 @@ test: lint
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/core.py
 	$(PY) bench/postgres.py
+	$(PY) bench/postgres_queues.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache tidelog.db tidelog.db-wal tidelog.db-shm

@@ -45,7 +45,9 @@ from ..errors import (
 )
 from . import schema
 from .base import AppendBatch, GroupOffset, PartitionInfo, Replayed, TopicInfo
+from .postgres_consumers import PostgresConsumers
 from .postgres_groups import PostgresGroups
+from .postgres_queues import PostgresQueues
 from .postgres_retention import PostgresRetention
 
 try:
@@ -207,7 +209,7 @@ class _PartitionGone(Exception):
     """A cached partition id no longer exists (its topic was deleted)."""
 
 
-class PostgresStore(PostgresGroups, PostgresRetention):
+class PostgresStore(PostgresQueues, PostgresConsumers, PostgresGroups, PostgresRetention):
     """Store protocol on a PostgreSQL database."""
 
     dialect = "postgres"
