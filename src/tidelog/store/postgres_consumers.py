@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import UnknownGroup
 from .base import ConsumerInfo, Pending, PendingSummary
 from .postgres_queues import LOCK_GROUP, stored
+from .postgres_retention import _SIZE
 
 MAX_OFFSET = (1 << 63) - 1
 
@@ -98,6 +99,16 @@ WITH moved AS (
     ON CONFLICT (grp, pid) DO UPDATE SET scanned = greatest(tidelog_queue_cursors.scanned, excluded.scanned)
 )
 SELECT "offset" FROM moved UNION ALL SELECT "offset" FROM forced
+"""
+
+
+_TRIM = f"""
+WITH d AS (
+    DELETE FROM tidelog_records WHERE pid = %(pid)s AND "offset" < %(before)s RETURNING {_SIZE} AS size
+), s AS (SELECT count(*) AS n, coalesce(sum(size), 0) AS b FROM d)
+UPDATE tidelog_partitions p SET records = p.records - s.n, bytes = p.bytes - s.b
+FROM s WHERE p.id = %(pid)s
+RETURNING s.n
 """
 
 
@@ -436,9 +447,8 @@ class PostgresConsumers:
         pid = self._pid(topic, partition)
         params = {"pid": pid, "before": min(before, MAX_OFFSET)}
         with self._conn() as conn, conn.transaction(), conn.pipeline() as pipeline:
-            removed = conn.execute(
-                'DELETE FROM tidelog_records WHERE pid = %(pid)s AND "offset" < %(before)s', params
-            )
+            # The partition's record and byte counters move in the same statement.
+            removed = conn.execute(_TRIM, params)
             # Every state row has its group's cursor row on the partition.
             conn.execute(
                 "DELETE FROM tidelog_queue_state s USING tidelog_queue_cursors c "
@@ -446,4 +456,4 @@ class PostgresConsumers:
                 params,
             )
             pipeline.sync()
-            return removed.rowcount
+            return removed.fetchone()[0]
