@@ -206,3 +206,14 @@ def test_partitions_released_and_handed_straight_back_are_read(glog):
     assert assigned == [("orders", p) for p in range(4)] + [("orders", 2), ("orders", 3)]
     # ... and reads them again from the committed offset.
     assert [m.offset for m in msgs if m.partition == 3] == [1, 2, 3]
+
+
+def test_a_topic_made_again_is_assigned_again(glog):
+    a = member(glog, "a")
+    assert len(a.assignment()) == 4
+    glog.delete_topic("orders")
+    glog.create_topic("orders", partitions=4)
+    glog.producer().send("orders", b"new", partition=1)
+    a.heartbeat()
+    assert len(a.assignment()) == 4
+    assert [m.value for m in a.poll(timeout=0)] == [b"new"]
