@@ -6,7 +6,7 @@ answers each POST as its script says: "ok" (200), "slow" (200 after
 (no answer until long past the worker's timeout) or "drop" (a 200 status
 line, then the connection is cut before the body ends). The script maps
 the request's number (1, 2, ...) to an action; requests it does not name
-get "ok". With `db` and `group`, every request also records the group's
+get "ok"; a callable script is asked `script(number, body, received)`. With `db` and `group`, every request also records the group's
 committed offset for its partition at the moment it arrived, which is how
 the tests see when commits happen.
 """
@@ -58,7 +58,7 @@ class Received:
 
 @dataclass
 class Endpoint:
-    script: dict[int, Any] = field(default_factory=dict)
+    script: Any = field(default_factory=dict)  # {number: action} or callable
     slow_s: float = 1.0
     hang_s: float = 5.0
     db: str | None = None
@@ -88,7 +88,10 @@ class Endpoint:
             committed = self._log.consumer(self.group).committed(body["topic"], body["partition"])
         with self.lock:
             number = len(self.received) + 1
-            action = str(self.script.get(number, "ok"))
+            if callable(self.script):
+                action = str(self.script(number, body, list(self.received)))
+            else:
+                action = str(self.script.get(number, "ok"))
             self.received.append(Received(number, action, body, raw, dict(request.headers), committed))
             self.arrived.notify_all()
         if action == "slow":
@@ -97,7 +100,9 @@ class Endpoint:
             await asyncio.sleep(self.hang_s)
         elif action == "drop":
             send = request._send  # the raw ASGI channel: start a response, then break it
-            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"64")]})
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"64")]}
+            )
             await send({"type": "http.response.body", "body": b"{", "more_body": True})
             raise ConnectionAbortedError("dropped on purpose")
         elif action.isdigit():
@@ -168,7 +173,9 @@ class Endpoint:
             while not predicate(self.received):
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"the endpoint waited {timeout}s; it got {len(self.received)} requests")
+                    raise TimeoutError(
+                        f"the endpoint waited {timeout}s; it got {len(self.received)} requests"
+                    )
                 self.arrived.wait(min(left, 0.5))
             return list(self.received)
 
@@ -201,7 +208,9 @@ def check_deliveries(received: list[Received], expected: dict[int, int]) -> None
                 assert r.offsets[0] == r.committed + 1, (partition, r.number, r.offsets[0], r.committed)
         for before, after in zip(posts, posts[1:]):
             if not before.accepted:
-                assert after.raw == before.raw, f"partition {partition}: request {after.number} is not a retry"
+                assert after.raw == before.raw, (
+                    f"partition {partition}: request {after.number} is not a retry"
+                )
         accepted = [o for r in posts if r.accepted for o in r.offsets]
         seen: set[int] = set()
         in_order = [o for o in accepted if not (o in seen or seen.add(o))]

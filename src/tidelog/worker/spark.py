@@ -1,22 +1,22 @@
 """The Spark engine: each entry of the configuration is a Structured Streaming query.
 
     spark.readStream.format("tidelog")
-        .option("assign", {topic: partitions})               # the entry's partitions
+        .option("assign", {topic: partitions})                   # the entry's partitions
         .option("startingOffsets", {topic: {p: committed + 1}})  # the group's progress
         .load()
-        .writeStream.foreachBatch(MicroBatch(...))            # trigger: every `interval`
+        .writeStream.foreachBatch(MicroBatch(...))               # trigger: every `interval`
 
 The source plans one Spark task per partition, holding its records in
 offset order. `MicroBatch` maps `Deliver` over the micro-batch's partitions
 (`rdd.mapPartitions`, which needs no pandas), so the POSTs go out from the
-executors: each task cuts its
-partition into batches of batch_size starting after the group's committed
-offset, posts them one after another, and commits the group's offset after
-each 2xx. A failed post raises, which fails the task, the micro-batch and
-the query; the driver restarts the query after `interval` from its
-checkpoint, and Spark runs the failed micro-batch again over the same
-offsets. Records the group committed meanwhile are skipped, so the batches
-posted are the ones the local engine posts, in the same order.
+executors: each task cuts its partition into batches of batch_size starting
+after the group's committed offset, posts them one after another, and
+commits the group's offset after each 2xx. A failed post raises, which
+fails the task, the micro-batch and the query; the driver restarts the
+query after `interval` from its checkpoint, and Spark runs the failed
+micro-batch again over the same offsets. Records the group committed
+meanwhile are skipped, so the batches posted are the ones the local engine
+posts, in the same order.
 
 The group's committed offsets are the record of progress. A checkpoint
 (under `work_dir`) lives for one run of the worker: it is what makes Spark
@@ -28,6 +28,11 @@ for it before each post and stop there (a post in flight finishes and is
 committed), then the driver stops the queries. On a cluster the executors
 see the marker only if `work_dir` is on a filesystem they share with the
 driver; otherwise they finish the micro-batch they are in.
+
+Counting: tasks add what they delivered to an accumulator (Spark merges a
+task's additions when the task succeeds, even if another task fails the
+micro-batch); a failing task puts its own figures and the cause in its
+error, which the driver reads when the query stops.
 """
 
 from __future__ import annotations
@@ -42,9 +47,10 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import httpx
+from pyspark.accumulators import AccumulatorParam
 
 import tidelog
 
@@ -64,8 +70,26 @@ DEFAULT_CONF = {
     "spark.sql.shuffle.partitions": "2",
 }
 POLL_S = 0.2
+# The columns Deliver reads, in this order; the timestamp as ms since epoch
+# (a TimestampType would reach Python as a local-time datetime).
+COLUMNS = ("partition", "offset", "unix_millis(timestamp) AS ms", "key", "format", "value", "headers")
 # How a failed task tells the driver what went wrong, inside Spark's error text.
 FAILURE = re.compile(r"\[tidelog-worker cause=(\S+) partition=(\d+) delivered=(\d+),(\d+)\]")
+
+Counts = dict[int, tuple[int, int]]  # partition -> (batches, records)
+
+
+class CountsParam(AccumulatorParam):
+    """Sums batches and records delivered per partition."""
+
+    def zero(self, value: Counts) -> Counts:
+        return {}
+
+    def addInPlace(self, value1: Counts, value2: Counts) -> Counts:
+        for partition, (batches, records) in value2.items():
+            b, r = value1.get(partition, (0, 0))
+            value1[partition] = (b + batches, r + records)
+        return value1
 
 
 class DeliveryFailed(Exception):
@@ -77,48 +101,46 @@ class Deliver:
     """Runs in executors: posts a task's records in batches, commits after each 2xx.
 
     Pickled to the executors; opens the log and an HTTP client itself.
-    Takes rows of COLUMNS in offset order (one source partition a task)
-    and yields one Result per partition it delivered to.
+    Takes rows of COLUMNS in offset order (one source partition a task).
     """
 
     feed: Feed
     url: str
     marker: str
+    counts: Any  # an Accumulator of Counts
 
-    def __call__(self, rows: Iterator[Any]) -> Iterator[Result]:
+    def __call__(self, rows: Iterator[Any]) -> Iterator[Any]:
         feed = self.feed
         log = tidelog.open(self.url)
         consumer = log.consumer(feed.group)
         assert isinstance(consumer, Consumer)
         client = httpx.Client(headers=delivery.request_headers(feed), timeout=delivery.timeout(feed))
-        done: dict[int, list[int]] = {}  # partition -> [batches, records, last offset]
+        done: Counts = {}
         committed: dict[int, int] = {}
         pending: list[str] = []
-        pending_at: tuple[int, int, int] | None = None  # (partition, first, last)
+        at: list[int] = []  # [partition, first, last] of the pending batch
         stopped = False
 
         def flush() -> None:
-            nonlocal pending, pending_at, stopped
-            if not pending or pending_at is None:
+            nonlocal stopped
+            if not pending:
                 return
-            partition, first, last = pending_at
+            partition, first, last = at
             if os.path.exists(self.marker):
                 stopped = True
                 return
             attempt = delivery.post(client, feed.endpoint, delivery.body(feed.topic, partition, pending))
             if not attempt.ok:
-                batches, records, _last = done.get(partition, [0, 0, 0])
+                batches, records = done.get(partition, (0, 0))
                 raise DeliveryFailed(
                     f"[tidelog-worker cause={attempt.cause} partition={partition} delivered={batches},{records}] "
                     f"{feed.endpoint} refused {feed.topic}/{partition} offsets {first}..{last}: {attempt.detail}"
                 )
             consumer.commit(feed.topic, partition, last)
             committed[partition] = last
-            figures = done.setdefault(partition, [0, 0, 0])
-            figures[0] += 1
-            figures[1] += len(pending)
-            figures[2] = last
-            pending, pending_at = [], None
+            b, r = done.get(partition, (0, 0))
+            done[partition] = (b + 1, r + len(pending))
+            pending.clear()
 
         try:
             for row in rows:
@@ -129,37 +151,22 @@ class Deliver:
                     committed[partition] = consumer.committed(feed.topic, partition)
                 if offset <= committed[partition]:
                     continue  # delivered by an earlier attempt of this micro-batch
-                if pending_at is not None and pending_at[0] != partition:
+                if pending and at[0] != partition:
                     flush()
                     if stopped:
                         continue
+                if not pending:
+                    at[:] = [partition, offset, offset]
                 pending.append(_message(row))
-                pending_at = (partition, pending_at[1] if pending_at else offset, offset)
+                at[2] = offset
                 if len(pending) == feed.batch_size:
                     flush()
             flush()
         finally:
             client.close()
             log.close()
-        for p, (batches, records, last) in sorted(done.items()):
-            yield Result(p, batches, records, last, stopped)
-        if stopped and not done:
-            yield Result(-1, 0, 0, 0, True)
-
-
-class Result(NamedTuple):
-    """What one task reports back to the driver for one partition."""
-
-    partition: int
-    batches: int
-    records: int
-    last_offset: int
-    stopped: bool
-
-
-# The columns Deliver reads, in this order; the timestamp as ms since epoch
-# (a TimestampType would reach Python as a local-time datetime).
-COLUMNS = ("partition", "offset", "unix_millis(timestamp) AS ms", "key", "format", "value", "headers")
+        self.counts.add(done)
+        return iter(())
 
 
 def _message(row: Any) -> str:
@@ -176,30 +183,12 @@ def _message(row: Any) -> str:
 
 @dataclass(frozen=True)
 class MicroBatch:
-    """The foreachBatch function (runs on the driver): deliver from the executors, then count."""
+    """The foreachBatch function (runs on the driver): deliver from the executors."""
 
-    feed: Feed
-    url: str
-    marker: str
-    metrics: Any  # Metrics; foreachBatch runs in the driver's process, so it is never pickled
+    deliver: Deliver
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        deliver = Deliver(self.feed, self.url, self.marker)
-        results = df.selectExpr(*COLUMNS).rdd.mapPartitions(deliver).collect()
-        for r in map(Result._make, results):
-            if r.partition >= 0 and r.batches:
-                self.metrics.delivered(self.feed.group, self.feed.topic, r.partition, r.records, r.batches)
-                event(
-                    logging.DEBUG,
-                    "batches delivered",
-                    group=self.feed.group,
-                    topic=self.feed.topic,
-                    partition=r.partition,
-                    batches=r.batches,
-                    records=r.records,
-                    last=r.last_offset,
-                    micro_batch=batch_id,
-                )
+        df.selectExpr(*COLUMNS).rdd.foreachPartition(self.deliver)
 
 
 class SparkEngine:
@@ -221,6 +210,8 @@ class SparkEngine:
         self.run_id = uuid.uuid4().hex[:12]
         self.work_dir = Path(config.work_dir).absolute()
         self.marker = str(self.work_dir / f"stop-{self.run_id}")
+        self._counts: dict[str, Any] = {}  # feed key -> Accumulator
+        self._counted: dict[str, Counts] = {}  # feed key -> what metrics have of it
 
     def run(self) -> None:
         own = self.spark is None
@@ -246,8 +237,10 @@ class SparkEngine:
             ) from None
         conf = {**DEFAULT_CONF, **dict(self.config.spark_conf)}
         spark = tspark.session(self.config.spark_master, "tidelog-worker", **conf)
-        # Spark's own INFO and WARN lines would drown the worker's structured logs.
-        spark.sparkContext.setLogLevel("ERROR")
+        # A refused post fails a task and a query by design; Spark would log
+        # each as an ERROR with pages of traceback. The worker logs its own
+        # line for every failure (with Spark's full text when it is not a post).
+        spark.sparkContext.setLogLevel("FATAL")
         return spark
 
     def _loop(self, spark: Any, queries: dict[str, Any]) -> None:
@@ -255,9 +248,11 @@ class SparkEngine:
         restart_at: dict[str, float] = {}
         feeds = {feed.key: feed for feed in self.config.feeds}
         for feed in feeds.values():
+            self._counts[feed.key] = spark.sparkContext.accumulator({}, CountsParam())
             shutil.rmtree(self._checkpoint(feed), ignore_errors=True)  # a new run starts from the group
             queries[feed.key] = self._start(spark, feed, restart=False)
         while not self.shutdown.wait(POLL_S):
+            self._count()
             now = time.monotonic()
             for key, feed in feeds.items():
                 query = queries.get(key)
@@ -286,8 +281,9 @@ class SparkEngine:
             .option("failOnDataLoss", "false")
             .load()
         )
+        deliver = Deliver(feed, self.url, self.marker, self._counts[feed.key])
         query = (
-            df.writeStream.foreachBatch(MicroBatch(feed, self.url, self.marker, self.metrics))
+            df.writeStream.foreachBatch(MicroBatch(deliver))
             .trigger(processingTime=f"{feed.interval_ms} milliseconds")
             .option("checkpointLocation", str(self._checkpoint(feed)))
             .queryName(f"tidelog-worker-{self.run_id}-{self.config.feeds.index(feed)}")
@@ -308,6 +304,29 @@ class SparkEngine:
         parts = "-".join(map(str, feed.partitions or ()))
         return self.work_dir / "checkpoints" / feed.group / feed.topic / parts
 
+    def _count(self) -> None:
+        """Move what the accumulators gained since last time into the metrics."""
+        for feed in self.config.feeds:
+            counts = self._counts.get(feed.key)
+            if counts is None:
+                continue
+            now = dict(counts.value)
+            seen = self._counted.setdefault(feed.key, {})
+            for partition, (batches, records) in now.items():
+                b, r = seen.get(partition, (0, 0))
+                if batches > b:
+                    self.metrics.delivered(feed.group, feed.topic, partition, records - r, batches - b)
+                    event(
+                        logging.DEBUG,
+                        "batches delivered",
+                        group=feed.group,
+                        topic=feed.topic,
+                        partition=partition,
+                        batches=batches - b,
+                        records=records - r,
+                    )
+                seen[partition] = (batches, records)
+
     def _failed(self, feed: Feed, query: Any) -> None:
         error = query.exception()
         text = "" if error is None else str(error)
@@ -315,14 +334,13 @@ class SparkEngine:
         if found:
             cause, partition = found.group(1), int(found.group(2))
             batches, records = int(found.group(3)), int(found.group(4))
-            self.metrics.failed(feed.group, feed.topic, partition, cause)
-            # What this task delivered before the failure was committed but never reported.
+            # The failed task's accumulator additions are dropped: count them here.
             if batches:
                 self.metrics.delivered(feed.group, feed.topic, partition, records, batches)
             detail = text[found.end() :].split("\n", 1)[0].strip()
         else:
-            cause, partition, detail = "spark", -1, text.split("\n", 1)[0][:500]
-            self.metrics.failed(feed.group, feed.topic, partition, cause)
+            cause, partition, detail = "spark", -1, text
+        self.metrics.failed(feed.group, feed.topic, partition, cause)
         event(
             logging.WARNING,
             "delivery failed",
@@ -336,6 +354,7 @@ class SparkEngine:
 
     def _stop(self, queries: dict[str, Any]) -> None:
         """Let posts in flight finish (tasks stop at the marker), then stop the queries."""
+        Path(self.marker).parent.mkdir(parents=True, exist_ok=True)
         Path(self.marker).touch()
         patience = max((f.timeout_ms for f in self.config.feeds), default=0) / 1000 + 60
         deadline = time.monotonic() + patience
@@ -344,6 +363,7 @@ class SparkEngine:
                 while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
                     time.sleep(0.05)
                 query.stop()
+            self._count()
         finally:
             Path(self.marker).unlink(missing_ok=True)
             for feed in self.config.feeds:

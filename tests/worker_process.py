@@ -1,0 +1,135 @@
+"""The push worker as a real process (`python -m tidelog.cli worker`), killed and stopped.
+
+One scenario, run for each engine: SIGKILL the worker's process group
+while a POST is in flight, restart it, and send SIGTERM while the POST that
+completes the delivery is in flight. The restarted worker must begin each
+partition right after the group's committed offset at the kill; the
+SIGTERM must let that last POST finish, commit it, and exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import tidelog
+from endpoint import Endpoint, check_deliveries
+
+TOPIC = "orders"
+GROUP = "pusher"
+
+
+def write_config(path: Path, endpoint: str, engine: str, work_dir: Path, batch_size: int) -> Path:
+    path.write_text(
+        f'engine = "{engine}"\n'
+        f'work_dir = "{work_dir}"\n'
+        "[spark]\n"
+        'master = "local[2]"\n'
+        'conf = { "spark.driver.memory" = "1g", "spark.sql.shuffle.partitions" = "2" }\n'
+        f"[topics.{TOPIC}.groups.{GROUP}]\n"
+        f'endpoint = "{endpoint}"\n'
+        f"batch_size = {batch_size}\n"
+        'interval = "200ms"\n'
+        'timeout = "30s"\n'
+        'headers = { Authorization = "Bearer test-token" }\n'
+    )
+    return path
+
+
+def start(db: str, config: Path, log_path: Path) -> subprocess.Popen:
+    with open(log_path, "a") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tidelog.cli", "worker", "--config", str(config), "--db", db],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: a SIGKILL reaches Spark's JVM too
+        )
+
+
+def committed(db: str, partitions: int) -> dict[int, int]:
+    with tidelog.open(db) as log:
+        consumer = log.consumer(GROUP)
+        return {p: consumer.committed(TOPIC, p) for p in range(partitions)}
+
+
+def json_events(log_path: Path) -> list[dict]:
+    out = []
+    for line in log_path.read_text().splitlines():
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out
+
+
+def kill_restart_terminate(engine: str, tmp_path: Path, timeout_s: float) -> None:
+    db = str(tmp_path / "worker.db")
+    partitions, per_partition, batch_size = 3, 120, 20
+    with tidelog.open(db) as log:
+        log.create_topic(TOPIC, partitions=partitions)
+        producer = log.producer()
+        for p in range(partitions):
+            producer.send_batch(TOPIC, [{"p": p, "i": i} for i in range(per_partition)], partition=p)
+    expected = {p: per_partition for p in range(partitions)}
+    phase: dict = {"restarted": None}  # after the restart: (requests before it, committed at the kill)
+
+    def script(number: int, body: dict, received: list) -> str:
+        if phase["restarted"] is None:
+            return "slow" if number == 4 else "ok"
+        # After the restart: hold the POST that completes the delivery.
+        before, at_kill = phase["restarted"]
+        have = {(p, o) for p, last in at_kill.items() for o in range(1, last + 1)}
+        have |= {(r.partition, o) for r in received[before:] if r.accepted for o in r.offsets}
+        have |= {(body["partition"], m["offset"]) for m in body["messages"]}
+        return "slow" if len(have) == partitions * per_partition else "ok"
+
+    log_path = tmp_path / f"worker-{engine}.log"
+    config = write_config(tmp_path / "worker.toml", "", engine, tmp_path / "work", batch_size)
+    with Endpoint(script=script, slow_s=3.0, db=db, group=GROUP) as endpoint:
+        write_config(config, endpoint.url, engine, tmp_path / "work", batch_size)
+        proc = start(db, config, log_path)
+        try:
+            endpoint.wait_for(lambda rs: len(rs) >= 4, timeout_s)  # the 4th POST is in flight
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+        at_kill = committed(db, partitions)
+        killed = endpoint.snapshot()
+        in_flight = killed[3]
+        assert in_flight.offsets[-1] > at_kill[in_flight.partition], "the POST in flight was committed"
+
+        phase["restarted"] = (len(killed), at_kill)
+        proc = start(db, config, log_path)
+        try:
+            endpoint.wait_for(lambda rs: any(r.action == "slow" for r in rs[len(killed) :]), timeout_s)
+            os.kill(proc.pid, signal.SIGTERM)  # the worker alone, as a supervisor would
+            assert proc.wait(timeout_s) == 0, log_path.read_text()[-3000:]
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+        received = endpoint.snapshot()
+
+    # Resumed after the last commit: each partition's first POST after the restart.
+    for p in range(partitions):
+        first = next(r for r in received[len(killed) :] if r.partition == p)
+        assert first.offsets[0] == at_kill[p] + 1, (p, first.offsets[0], at_kill[p])
+    # The POST cut by the kill is delivered again, whole.
+    again = [r for r in received[len(killed) :] if r.partition == in_flight.partition]
+    assert again[0].raw == in_flight.raw
+    check_deliveries(received, expected)
+    # SIGTERM let the last POST finish and committed it: nothing is left over.
+    assert committed(db, partitions) == expected
+    assert all(r.headers.get("authorization") == "Bearer test-token" for r in received)
+    events = json_events(log_path)
+    assert {"event": "shutdown requested", "signal": "SIGTERM"}.items() <= next(
+        e for e in events if e.get("event") == "shutdown requested"
+    ).items()
