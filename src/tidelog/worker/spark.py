@@ -11,12 +11,12 @@ offset order. `MicroBatch` maps `Deliver` over the micro-batch's partitions
 (`rdd.mapPartitions`, which needs no pandas), so the POSTs go out from the
 executors: each task cuts its partition into batches of batch_size starting
 after the group's committed offset, posts them one after another, and
-commits the group's offset after each 2xx. A failed post raises, which
-fails the task, the micro-batch and the query; the driver restarts the
-query after `interval` from its checkpoint, and Spark runs the failed
-micro-batch again over the same offsets. Records the group committed
-meanwhile are skipped, so the batches posted are the ones the local engine
-posts, in the same order.
+commits the group's offset after each 2xx. A failed post fails the
+micro-batch, which ends the query; the driver restarts the query after
+`interval` from its checkpoint, and Spark runs the failed micro-batch again
+over the same offsets. Records the group committed meanwhile are skipped,
+so the batches posted are the ones the local engine posts, in the same
+order.
 
 The group's committed offsets are the record of progress. A checkpoint
 (under `work_dir`) lives for one run of the worker: it is what makes Spark
@@ -29,10 +29,10 @@ committed), then the driver stops the queries. On a cluster the executors
 see the marker only if `work_dir` is on a filesystem they share with the
 driver; otherwise they finish the micro-batch they are in.
 
-Counting: tasks add what they delivered to an accumulator (Spark merges a
-task's additions when the task succeeds, even if another task fails the
-micro-batch); a failing task puts its own figures and the cause in its
-error, which the driver reads when the query stops.
+Counting: each task returns what it delivered and the post that failed, if
+any; the driver counts and logs them, then fails the micro-batch when a
+post failed. A task does not raise on a refused post, so the other tasks
+of the micro-batch are not cancelled in the middle of theirs.
 """
 
 from __future__ import annotations
@@ -40,17 +40,15 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
-from pyspark.accumulators import AccumulatorParam
 
 import tidelog
 
@@ -73,27 +71,25 @@ POLL_S = 0.2
 # The columns Deliver reads, in this order; the timestamp as ms since epoch
 # (a TimestampType would reach Python as a local-time datetime).
 COLUMNS = ("partition", "offset", "unix_millis(timestamp) AS ms", "key", "format", "value", "headers")
-# How a failed task tells the driver what went wrong, inside Spark's error text.
-FAILURE = re.compile(r"\[tidelog-worker cause=(\S+) partition=(\d+) delivered=(\d+),(\d+)\]")
-
-Counts = dict[int, tuple[int, int]]  # partition -> (batches, records)
+# Marks the error of a micro-batch failed on purpose (its posts are logged and counted already).
+REFUSED = "[tidelog-worker: a post failed]"
 
 
-class CountsParam(AccumulatorParam):
-    """Sums batches and records delivered per partition."""
+class Outcome(NamedTuple):
+    """What one task did on one partition, sent back to the driver."""
 
-    def zero(self, value: Counts) -> Counts:
-        return {}
-
-    def addInPlace(self, value1: Counts, value2: Counts) -> Counts:
-        for partition, (batches, records) in value2.items():
-            b, r = value1.get(partition, (0, 0))
-            value1[partition] = (b + batches, r + records)
-        return value1
+    partition: int
+    batches: int  # delivered and committed
+    records: int
+    cause: str | None = None  # the failed post's, if one failed
+    detail: str = ""
+    first: int = 0  # the failed batch's offsets
+    last: int = 0
 
 
 class DeliveryFailed(Exception):
-    """A post failed: fails the task, hence the micro-batch, so Spark replays it."""
+    """Raised on the driver when a post of the micro-batch failed: fails the
+    micro-batch, so that Spark runs it again from the same offsets."""
 
 
 @dataclass(frozen=True)
@@ -102,58 +98,62 @@ class Deliver:
 
     Pickled to the executors; opens the log and an HTTP client itself.
     Takes rows of COLUMNS in offset order (one source partition a task).
+    A failed post ends the task's posting (later batches must wait for it)
+    and is reported rather than raised, so that the other tasks of the
+    micro-batch finish their own posts instead of being cancelled mid-way.
     """
 
     feed: Feed
     url: str
     marker: str
-    counts: Any  # an Accumulator of Counts
 
-    def __call__(self, rows: Iterator[Any]) -> Iterator[Any]:
+    def __call__(self, rows: Iterator[Any]) -> Iterator[Outcome]:
         feed = self.feed
         log = tidelog.open(self.url)
         consumer = log.consumer(feed.group)
         assert isinstance(consumer, Consumer)
         client = httpx.Client(headers=delivery.request_headers(feed), timeout=delivery.timeout(feed))
-        done: Counts = {}
+        done: dict[int, Outcome] = {}
         committed: dict[int, int] = {}
         pending: list[str] = []
         at: list[int] = []  # [partition, first, last] of the pending batch
-        stopped = False
+        halted = False  # a post failed, or shutdown began
 
         def flush() -> None:
-            nonlocal stopped
+            nonlocal halted
             if not pending:
                 return
             partition, first, last = at
             if os.path.exists(self.marker):
-                stopped = True
+                halted = True
                 return
             attempt = delivery.post(client, feed.endpoint, delivery.body(feed.topic, partition, pending))
+            so_far = done.get(partition, Outcome(partition, 0, 0))
             if not attempt.ok:
-                batches, records = done.get(partition, (0, 0))
-                raise DeliveryFailed(
-                    f"[tidelog-worker cause={attempt.cause} partition={partition} delivered={batches},{records}] "
-                    f"{feed.endpoint} refused {feed.topic}/{partition} offsets {first}..{last}: {attempt.detail}"
+                done[partition] = so_far._replace(
+                    cause=attempt.cause, detail=attempt.detail, first=first, last=last
                 )
+                halted = True
+                return
             consumer.commit(feed.topic, partition, last)
             committed[partition] = last
-            b, r = done.get(partition, (0, 0))
-            done[partition] = (b + 1, r + len(pending))
+            done[partition] = so_far._replace(
+                batches=so_far.batches + 1, records=so_far.records + len(pending)
+            )
             pending.clear()
 
         try:
             for row in rows:
-                if stopped:
+                if halted:
                     continue  # drain what Spark hands over; post nothing more
                 partition, offset = row[0], row[1]
                 if partition not in committed:
                     committed[partition] = consumer.committed(feed.topic, partition)
                 if offset <= committed[partition]:
-                    continue  # delivered by an earlier attempt of this micro-batch
+                    continue  # delivered by an earlier run of this micro-batch
                 if pending and at[0] != partition:
                     flush()
-                    if stopped:
+                    if halted:
                         continue
                 if not pending:
                     at[:] = [partition, offset, offset]
@@ -161,12 +161,12 @@ class Deliver:
                 at[2] = offset
                 if len(pending) == feed.batch_size:
                     flush()
-            flush()
+            if not halted:
+                flush()
         finally:
             client.close()
             log.close()
-        self.counts.add(done)
-        return iter(())
+        return iter(list(done.values()))
 
 
 def _message(row: Any) -> str:
@@ -183,12 +183,39 @@ def _message(row: Any) -> str:
 
 @dataclass(frozen=True)
 class MicroBatch:
-    """The foreachBatch function (runs on the driver): deliver from the executors."""
+    """The foreachBatch function (runs on the driver): deliver from the
+    executors, count, and fail the micro-batch if a post failed."""
 
     deliver: Deliver
+    metrics: Any  # Metrics; foreachBatch runs in the driver's process, so it is never pickled
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        df.selectExpr(*COLUMNS).rdd.foreachPartition(self.deliver)
+        feed = self.deliver.feed
+        outcomes = df.selectExpr(*COLUMNS).rdd.mapPartitions(self.deliver).collect()
+        failed = []
+        for o in map(Outcome._make, outcomes):
+            where = {"group": feed.group, "topic": feed.topic, "partition": o.partition}
+            if o.batches:
+                self.metrics.delivered(feed.group, feed.topic, o.partition, o.records, o.batches)
+                event(logging.DEBUG, "batches delivered", **where, batches=o.batches, records=o.records)
+            if o.cause is not None:
+                failed.append(o)
+                self.metrics.failed(feed.group, feed.topic, o.partition, o.cause)
+                event(
+                    logging.WARNING,
+                    "delivery failed",
+                    **where,
+                    first=o.first,
+                    last=o.last,
+                    cause=o.cause,
+                    detail=o.detail,
+                    retry_in_ms=feed.interval_ms,
+                )
+        if failed:
+            summary = ", ".join(
+                f"{feed.topic}/{o.partition} offsets {o.first}..{o.last}: {o.cause}" for o in failed
+            )
+            raise DeliveryFailed(f"{REFUSED} micro-batch {batch_id}: {summary}")
 
 
 class SparkEngine:
@@ -210,8 +237,6 @@ class SparkEngine:
         self.run_id = uuid.uuid4().hex[:12]
         self.work_dir = Path(config.work_dir).absolute()
         self.marker = str(self.work_dir / f"stop-{self.run_id}")
-        self._counts: dict[str, Any] = {}  # feed key -> Accumulator
-        self._counted: dict[str, Counts] = {}  # feed key -> what metrics have of it
 
     def run(self) -> None:
         own = self.spark is None
@@ -248,11 +273,9 @@ class SparkEngine:
         restart_at: dict[str, float] = {}
         feeds = {feed.key: feed for feed in self.config.feeds}
         for feed in feeds.values():
-            self._counts[feed.key] = spark.sparkContext.accumulator({}, CountsParam())
             shutil.rmtree(self._checkpoint(feed), ignore_errors=True)  # a new run starts from the group
             queries[feed.key] = self._start(spark, feed, restart=False)
         while not self.shutdown.wait(POLL_S):
-            self._count()
             now = time.monotonic()
             for key, feed in feeds.items():
                 query = queries.get(key)
@@ -281,9 +304,8 @@ class SparkEngine:
             .option("failOnDataLoss", "false")
             .load()
         )
-        deliver = Deliver(feed, self.url, self.marker, self._counts[feed.key])
         query = (
-            df.writeStream.foreachBatch(MicroBatch(deliver))
+            df.writeStream.foreachBatch(MicroBatch(Deliver(feed, self.url, self.marker), self.metrics))
             .trigger(processingTime=f"{feed.interval_ms} milliseconds")
             .option("checkpointLocation", str(self._checkpoint(feed)))
             .queryName(f"tidelog-worker-{self.run_id}-{self.config.feeds.index(feed)}")
@@ -304,51 +326,19 @@ class SparkEngine:
         parts = "-".join(map(str, feed.partitions or ()))
         return self.work_dir / "checkpoints" / feed.group / feed.topic / parts
 
-    def _count(self) -> None:
-        """Move what the accumulators gained since last time into the metrics."""
-        for feed in self.config.feeds:
-            counts = self._counts.get(feed.key)
-            if counts is None:
-                continue
-            now = dict(counts.value)
-            seen = self._counted.setdefault(feed.key, {})
-            for partition, (batches, records) in now.items():
-                b, r = seen.get(partition, (0, 0))
-                if batches > b:
-                    self.metrics.delivered(feed.group, feed.topic, partition, records - r, batches - b)
-                    event(
-                        logging.DEBUG,
-                        "batches delivered",
-                        group=feed.group,
-                        topic=feed.topic,
-                        partition=partition,
-                        batches=batches - b,
-                        records=records - r,
-                    )
-                seen[partition] = (batches, records)
-
     def _failed(self, feed: Feed, query: Any) -> None:
         error = query.exception()
         text = "" if error is None else str(error)
-        found = FAILURE.search(text)
-        if found:
-            cause, partition = found.group(1), int(found.group(2))
-            batches, records = int(found.group(3)), int(found.group(4))
-            # The failed task's accumulator additions are dropped: count them here.
-            if batches:
-                self.metrics.delivered(feed.group, feed.topic, partition, records, batches)
-            detail = text[found.end() :].split("\n", 1)[0].strip()
-        else:
-            cause, partition, detail = "spark", -1, text
-        self.metrics.failed(feed.group, feed.topic, partition, cause)
+        if REFUSED in text:
+            return  # MicroBatch logged and counted each failed post
+        self.metrics.failed(feed.group, feed.topic, -1, "spark")
         event(
             logging.WARNING,
-            "delivery failed",
+            "query failed",
             group=feed.group,
             topic=feed.topic,
-            partition=partition,
-            cause=cause,
-            detail=detail,
+            cause="spark",
+            detail=text,
             retry_in_ms=feed.interval_ms,
         )
 
@@ -363,7 +353,6 @@ class SparkEngine:
                 while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
                     time.sleep(0.05)
                 query.stop()
-            self._count()
         finally:
             Path(self.marker).unlink(missing_ok=True)
             for feed in self.config.feeds:
