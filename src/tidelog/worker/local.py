@@ -42,7 +42,14 @@ class LocalEngine:
     async def _main(self) -> None:
         loop = asyncio.get_running_loop()
         stopping = self._stopping = asyncio.Event()
-        self.shutdown.on_set(lambda: loop.call_soon_threadsafe(stopping.set))
+
+        def begin_shutdown() -> None:
+            try:
+                loop.call_soon_threadsafe(stopping.set)
+            except RuntimeError:
+                pass  # the loop has already ended
+
+        self.shutdown.on_set(begin_shutdown)
         clients = [self._client(feed) for feed in self.config.feeds]
         try:
             async with asyncio.TaskGroup() as tasks:
