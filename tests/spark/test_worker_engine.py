@@ -142,4 +142,4 @@ def test_spark_worker_process_killed_restarted_and_terminated_loses_nothing(tmp_
     missing = spark_available()
     if missing:
         need_service("Spark", missing)
-    kill_restart_terminate("spark", tmp_path, timeout_s=240)
+    kill_restart_terminate("spark", tmp_path, timeout_s=420)  # a loaded machine starts a JVM slowly
