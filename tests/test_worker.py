@@ -458,3 +458,14 @@ def test_cli_help_lists_the_worker():
 
     with pytest.raises(tidelog.ConfigurationError, match="a .toml or .json path or a dict"):
         load(42)
+
+
+def test_a_metrics_port_in_use_is_refused_before_anything_is_posted(tmp_path):
+    db = str(tmp_path / "w.db")
+    fill(db, {0: 3})
+    with Endpoint() as endpoint, socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        with pytest.raises(tidelog.ConfigurationError, match="cannot serve /metrics on port"):
+            tidelog.worker.run(db, config(endpoint.url), metrics_port=taken.getsockname()[1])
+        assert endpoint.snapshot() == []

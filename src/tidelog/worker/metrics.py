@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ..errors import ConfigurationError
 from ..log import Log
 from .config import WorkerConfig
 
@@ -60,7 +61,10 @@ class Metrics:
 
     def serve(self, port: int, host: str = "0.0.0.0") -> int:
         """Serve /metrics on a thread; returns the port (useful with 0)."""
-        self._server, _thread = start_http_server(port, host, registry=self.registry)
+        try:
+            self._server, _thread = start_http_server(port, host, registry=self.registry)
+        except OSError as e:
+            raise ConfigurationError(f"cannot serve /metrics on port {port}: {e.strerror or e}") from None
         return self._server.server_address[1]
 
     def close(self) -> None:
