@@ -60,7 +60,7 @@ def script(number: int, body: dict, received: list) -> Any:
 def deliver(engine: str, db: str, work_dir: str, spark: Any) -> tuple[list, Any]:
     """Run one engine over `db` until every record was accepted; what arrived, and the metrics."""
     got: list = []
-    with Endpoint(script=script, hang_s=2.0, db=db, group="g") as endpoint:
+    with Endpoint(script=script, hang_s=3.0, db=db, group="g") as endpoint:
         cfg = {
             "engine": engine,
             "work_dir": work_dir,
@@ -71,7 +71,7 @@ def deliver(engine: str, db: str, work_dir: str, spark: Any) -> tuple[list, Any]
                             "endpoint": endpoint.url,
                             "batch_size": 20,
                             "interval": "200ms",
-                            "timeout": "500ms",
+                            "timeout": "1s",
                         }
                     }
                 }
