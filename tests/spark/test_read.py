@@ -80,6 +80,23 @@ def test_batch_read_gives_every_record_in_kafkas_schema(spark, db):
     assert "headers" not in without.columns and without.count() == 3
 
 
+def test_include_format_tells_how_each_value_was_sent(spark, db):
+    with tidelog.open(db) as log:
+        log.create_topic("orders", partitions=1)
+        producer = log.producer()
+        producer.send("orders", b"\xffraw")
+        producer.send("orders", {"n": 1})
+        producer.send("orders", "plain text")
+    df = read(spark, db, subscribe="orders", includeFormat="true")
+    assert df.columns[-1] == "format"
+    assert [(r.value, r.format) for r in df.orderBy("offset").collect()] == [
+        (b"\xffraw", "bytes"),
+        (b'{"n":1}', "json"),
+        (b"plain text", "text"),
+    ]
+    assert "format" not in read(spark, db, subscribe="orders").columns
+
+
 def test_batch_read_between_starting_and_ending_offsets(spark, db):
     fill(db, counts=(6, 4, 3))
     df = read(

@@ -20,6 +20,7 @@ from .maintenance import clean, jobs
 from .produce import produce
 from .serve import serve
 from .topics import topics
+from .worker import worker
 
 
 def _one_line(message: str) -> str:
@@ -61,5 +62,5 @@ def cli(ctx: click.Context, url: str, json_output: bool) -> None:
     ctx.call_on_close(session.close)
 
 
-for command in (topics, produce, consume, read, groups, offsets, serve, clean, jobs):
+for command in (topics, produce, consume, read, groups, offsets, serve, clean, jobs, worker):
     cli.add_command(command)

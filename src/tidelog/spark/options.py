@@ -32,6 +32,7 @@ SOURCE_KEYS = (
     "minPartitions",
     "failOnDataLoss",
     "includeHeaders",
+    "includeFormat",
     "group",
 )
 SINK_KEYS = ("url", "topic", "checkpointLocation", "path")
@@ -53,6 +54,7 @@ class SourceOptions:
     min_partitions: int | None = None
     fail_on_data_loss: bool = True
     include_headers: bool = False
+    include_format: bool = False
     group: str | None = None
 
     @classmethod
@@ -117,6 +119,7 @@ class SourceOptions:
             else _int("minPartitions", raw["minpartitions"], 1),
             fail_on_data_loss=_bool("failOnDataLoss", raw.get("failondataloss", "true")),
             include_headers=_bool("includeHeaders", raw.get("includeheaders", "false")),
+            include_format=_bool("includeFormat", raw.get("includeformat", "false")),
             group=group,
         )
 
@@ -138,6 +141,12 @@ class SinkOptions:
 def include_headers(options: Mapping[str, str]) -> bool:
     """What the source schema needs to know before a reader exists."""
     return _bool("includeHeaders", {k.lower(): v for k, v in options.items()}.get("includeheaders", "false"))
+
+
+def include_format(options: Mapping[str, str]) -> bool:
+    """Whether the schema has a `format` column ("bytes", "text" or "json"):
+    what `Message.data` needs to decode a value, which Kafka's schema lacks."""
+    return _bool("includeFormat", {k.lower(): v for k, v in options.items()}.get("includeformat", "false"))
 
 
 # parsing helpers ---------------------------------------------------------------

@@ -39,7 +39,7 @@ from ..log import Log
 from ..records import Message, decode_headers, decode_meta
 from . import offsets
 from .offsets import OffsetRange, Positions
-from .options import SinkOptions, SourceOptions, include_headers
+from .options import SinkOptions, SourceOptions, include_format, include_headers
 
 # Records per Arrow batch: large enough that per-batch costs vanish, small
 # enough that a batch of 1 KiB records stays near 16 MiB.
@@ -53,8 +53,8 @@ _OFFSET, _TIMESTAMP, _VALUE, _META = (itemgetter(i) for i in range(4))
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
 
-def source_schema(with_headers: bool) -> StructType:
-    """The schema of Spark's Kafka source."""
+def source_schema(with_headers: bool, with_format: bool = False) -> StructType:
+    """The schema of Spark's Kafka source (plus `format` with includeFormat)."""
     fields = [
         StructField("key", BinaryType()),
         StructField("value", BinaryType()),
@@ -66,6 +66,8 @@ def source_schema(with_headers: bool) -> StructType:
     ]
     if with_headers:
         fields.append(StructField("headers", HEADERS))
+    if with_format:
+        fields.append(StructField("format", StringType()))
     return StructType(fields)
 
 
@@ -77,7 +79,7 @@ class TidelogDataSource(DataSource):
         return "tidelog"
 
     def schema(self) -> StructType:
-        return source_schema(include_headers(self.options))
+        return source_schema(include_headers(self.options), include_format(self.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return BatchReader(SourceOptions.parse(self.options, streaming=False), schema)
@@ -115,7 +117,14 @@ class _Reading:
         log = tidelog.open(self.options.url)
         try:
             for page in read_range(log, r, self.options.fail_on_data_loss):
-                yield to_record_batch(page, r.topic, r.partition, arrow, self.options.include_headers)
+                yield to_record_batch(
+                    page,
+                    r.topic,
+                    r.partition,
+                    arrow,
+                    self.options.include_headers,
+                    self.options.include_format,
+                )
         finally:
             log.close()
 
@@ -255,7 +264,12 @@ def read_range(log: Log, r: OffsetRange, fail_on_data_loss: bool) -> Iterator[li
 
 
 def to_record_batch(
-    page: list[Message], topic: str, partition: int, schema: pa.Schema, with_headers: bool
+    page: list[Message],
+    topic: str,
+    partition: int,
+    schema: pa.Schema,
+    with_headers: bool,
+    with_format: bool = False,
 ) -> pa.RecordBatch:
     """Records as one Arrow batch in the source schema, built column by column."""
     n = len(page)
@@ -289,4 +303,6 @@ def to_record_batch(
     ]
     if with_headers:
         columns.append(headers)
+    if with_format:
+        columns.append(pa.array([m.format for m in page], pa.string()))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
