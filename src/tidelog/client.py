@@ -22,7 +22,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from . import errors
 from .errors import ConfigurationError, StoreError, TidelogError, TopicConflict, UnknownTopic
-from .store.base import AppendBatch, GroupOffset, PartitionInfo, TopicInfo
+from .records import decode_headers, decode_meta
+from .store.base import AppendBatch, GroupOffset, Leased, PartitionInfo, QueueStats, TopicInfo
 from .wire import stored_to_wire, wire_to_row
 
 READ_PAGE = 10_000  # the server's largest read
@@ -255,6 +256,87 @@ class HTTPStore:
 
     def groups(self) -> list[str]:
         return self._call("GET", "/v1/groups")["groups"]
+
+    # queue groups --------------------------------------------------------------------
+    #
+    # The server's core applies the queue policy (when a record is due, what a
+    # receipt looks like, dead-lettering past max deliveries), so `due_of`,
+    # `new_receipt` and the client's clock (`now`) are not sent. Receipts are
+    # the server's opaque tokens; absolute times (`deadline`, `due`) travel as
+    # they are and are read on the server's clock.
+
+    @staticmethod
+    def _queue_path(topic: str, action: str = "") -> str:
+        return f"/v1/queues/{_seg(topic)}" + (f"/{action}" if action else "")
+
+    def queue_open(
+        self, group: str, topic: str, config: dict[str, Any], start: str, now: int
+    ) -> dict[str, Any]:
+        body = {k: config[k] for k in ("max_deliveries", "dead_letter") if config.get(k) is not None}
+        body["start"] = start
+        d = self._call("POST", self._queue_path(topic), params={"group": group}, json=body)
+        return {"max_deliveries": d["max_deliveries"], "dead_letter": d["dead_letter"]}
+
+    def queue_receive(
+        self,
+        group: str,
+        topic: str,
+        now: int,
+        limit: int,
+        lease_ms: int,
+        due_of: Any,
+        new_receipt: Any,
+    ) -> tuple[list[Leased], int | None]:
+        params = {"group": group, "max": limit, "visibility_timeout": lease_ms / 1000}
+        d = self._call("POST", self._queue_path(topic, "receive"), params=params)
+        leases = []
+        for m in d["messages"]:
+            offset, timestamp, value, meta = wire_to_row(m)
+            leases.append(
+                Leased(
+                    m["partition"],
+                    offset,
+                    timestamp,
+                    value,
+                    meta,
+                    m["delivery_count"],
+                    m["receipt"],
+                    m["lease_deadline"],
+                )
+            )
+        return leases, d["next_due"]
+
+    def _settle(self, action: str, group: str, topic: str, body: dict[str, Any]) -> Any:
+        return self._call("POST", self._queue_path(topic, action), params={"group": group}, json=body)
+
+    def queue_ack(self, group: str, topic: str, partition: int, offset: int, receipt: str) -> None:
+        self._settle("ack", group, topic, {"receipt": receipt})
+
+    def queue_extend(
+        self, group: str, topic: str, partition: int, offset: int, receipt: str, deadline: int
+    ) -> None:
+        self._settle("extend", group, topic, {"receipt": receipt, "deadline": deadline})
+
+    def queue_release(
+        self, group: str, topic: str, partition: int, offset: int, receipt: str, due: int
+    ) -> None:
+        self._settle("nack", group, topic, {"receipt": receipt, "due": due})
+
+    def queue_dead_letter(
+        self, group: str, topic: str, partition: int, offset: int, receipt: str, dead_letter: AppendBatch
+    ) -> int:
+        # The server builds the dead-letter record itself (same headers); only
+        # the reason travels.
+        reason = "rejected"
+        metas = dead_letter.metas or [None]
+        for name, value in decode_headers(decode_meta(metas[0])[2]):
+            if name == "tidelog-reason":
+                reason = value.decode(errors="replace")
+        return self._settle("reject", group, topic, {"receipt": receipt, "reason": reason})["offset"]
+
+    def queue_stats(self, group: str, topic: str, now: int, due_of: Any) -> QueueStats:
+        d = self._call("GET", self._queue_path(topic, "stats"), params={"group": group})
+        return QueueStats(*(d[f] for f in QueueStats._fields))
 
     # wake-ups --------------------------------------------------------------------------
 

@@ -98,7 +98,9 @@ async def describe_topic(request: Request) -> Response:
 async def delete_topic(request: Request) -> Response:
     ctx = ctx_of(request)
     name = _topic(request)
-    if not await ctx.run(ctx.log.delete_topic, name):
+    deleted = await ctx.run(ctx.log.delete_topic, name)
+    ctx.forget_topic(name)
+    if not deleted:
         raise UnknownTopic(f"topic {name!r} does not exist")
     return json_response({"name": name, "deleted": True})
 
