@@ -23,7 +23,15 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from . import errors
 from .errors import ConfigurationError, StoreError, TidelogError, TopicConflict, UnknownTopic
 from .records import decode_headers, decode_meta
-from .store.base import AppendBatch, GroupOffset, Leased, PartitionInfo, QueueStats, TopicInfo
+from .store.base import (
+    AppendBatch,
+    GroupOffset,
+    Leased,
+    PartitionInfo,
+    QueueStats,
+    Replayed,
+    TopicInfo,
+)
 from .wire import stored_to_wire, wire_to_row
 
 READ_PAGE = 10_000  # the server's largest read
@@ -194,8 +202,12 @@ class HTTPStore:
     ) -> int:
         return self.append_many([AppendBatch(topic, partition, timestamp, values, metas)])[0]
 
-    def append_many(self, batches: Sequence[AppendBatch]) -> list[int]:
-        """One request, one transaction on the server: all batches or none."""
+    def append_many(self, batches: Sequence[AppendBatch], txn: str | None = None) -> list[int] | Replayed:
+        """One request, one transaction on the server: all batches or none.
+
+        With a `txn` id the server answers a replay with the earlier write's
+        batches; when they differ from these, that is what we return.
+        """
         wire: list[dict[str, Any]] = []
         owner: list[int] = []  # wire batch -> index of the AppendBatch it came from
         for i, batch in enumerate(batches):
@@ -212,7 +224,18 @@ class HTTPStore:
                     wire.append(run)
                     owner.append(i)
                 run["records"].append(record)
-        sent = self._call("POST", "/v1/records", json={"batches": wire})["batches"]
+        body: dict[str, Any] = {"batches": wire}
+        if txn is not None:
+            body["txn"] = txn
+        sent = self._call("POST", "/v1/records", json=body)["batches"]
+        if txn is not None:
+            asked = [(w["topic"], w["partition"], len(w["records"]), w["timestamp"]) for w in wire]
+            got = [(s["topic"], s["partition"], s["count"], s["timestamp"]) for s in sent]
+            if got != asked:  # a replay: nothing was written now
+                return Replayed(
+                    sent[0]["timestamp"] if sent else 0,
+                    [(s["topic"], s["partition"], s["first_offset"], s["count"]) for s in sent],
+                )
         firsts: list[int | None] = [None] * len(batches)
         for i, s in zip(owner, sent):
             if firsts[i] is None:

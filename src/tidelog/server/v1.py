@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..config import check_name
+from ..config import check_name, check_txn
 from ..errors import InvalidRequest, UnknownGroup, UnknownTopic
 from ..log import MAX_BATCH, Message
 from ..records import BatchSent
@@ -181,10 +181,17 @@ def _batch_out(s: BatchSent) -> dict[str, Any]:
 
 
 async def produce_batches(request: Request) -> Response:
-    """Batches to any topics in one transaction: all are written or none."""
+    """Batches to any topics in one transaction: all are written or none.
+
+    With `txn` the write is idempotent: a write whose id was recorded before
+    writes nothing and answers that earlier write's batches.
+    """
     ctx = ctx_of(request)
     body = await json_object(request, ctx.settings.max_body)
-    no_unknown(body, {"batches"})
+    no_unknown(body, {"batches", "txn"})
+    txn = field(body, "txn", str, default=None)
+    if txn is not None:
+        check_txn(txn)
     batches = field(body, "batches", list)
     if not batches:
         raise InvalidRequest("field 'batches' must hold at least one batch")
@@ -218,7 +225,7 @@ async def produce_batches(request: Request) -> Response:
             out.append(prepared if stamp is None else prepared._replace(timestamp=stamp))
         return out
 
-    sent = await ctx.writer.write(job)
+    sent = await ctx.writer.write(job, txn)
     return json_response({"batches": [_batch_out(s) for s in sent]})
 
 
