@@ -9,7 +9,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
 from ..log import Log
-from . import api, ops, publish, queues, stream, v1
+from . import api, ops, publish, queues, stream, subscribe, v1
 from .auth import BearerAuth
 from .context import DEFAULT_CLEAN_INTERVAL_S, DEFAULT_MAX_BODY, MAX_WAIT_S, Context, Settings
 from .errors import HANDLERS
@@ -68,7 +68,15 @@ def create_app(
     if token:
         middleware.append(Middleware(BearerAuth, token=token))
     app = Starlette(
-        routes=[*ops.routes, *api.routes, *publish.routes, *v1.routes, *queues.routes, *stream.routes],
+        routes=[
+            *ops.routes,
+            *api.routes,
+            *publish.routes,
+            *v1.routes,
+            *queues.routes,
+            *stream.routes,
+            *subscribe.routes,
+        ],
         middleware=middleware,
         exception_handlers=HANDLERS,
         lifespan=lifespan,

@@ -52,6 +52,9 @@ class Context:
         self._groups: set[str] = set()
         self._queues: dict[tuple[str, str], Queue] = {}
         self.cleaner: Cleaner | None = None
+        from .subscribe import Pumps  # subscribe imports this module
+
+        self.pumps = Pumps(self)
         self._queue_log = Log(log.store, auto_create=True, clock=log.clock)
         self._queue_log.notifier = log.notifier  # one set of wake-ups for both views
 
@@ -63,6 +66,7 @@ class Context:
 
     async def stop(self) -> None:
         self.hub.stop()
+        await self.pumps.stop()
         if self.cleaner is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.cleaner.stop)
         await self.writer.stop()

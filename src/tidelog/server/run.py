@@ -46,7 +46,7 @@ def build_server(app: Any, host: str, port: int, tls_cert: str | None, tls_key: 
         "port": port,
         "interface": Interfaces.ASGI,  # with lifespan: the writer and the hub start there
         "http": HTTPModes.auto,  # HTTP/1.1, and HTTP/2 by ALPN over TLS or prior knowledge (h2c)
-        "websockets": False,
+        "websockets": True,  # /subscribe/{topic}
         "log_enabled": kw.pop("log_enabled", True),
         "log_level": kw.pop("log_level", "warning"),
         "backlog": 2048,
@@ -90,7 +90,7 @@ def serve(
     """
     if token is None:
         token = os.environ.get("TIDELOG_TOKEN") or None
-    app_kw = {k: kw.pop(k) for k in ("max_wait", "keepalive") if k in kw}
+    app_kw = {k: kw.pop(k) for k in ("max_wait", "keepalive", "clean_interval") if k in kw}
     app = create_app(url, token, max_body=max_body, **app_kw)
     server = build_server(app, host, port, tls_cert, tls_key, **kw)
 
