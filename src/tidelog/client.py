@@ -25,7 +25,9 @@ from .errors import ConfigurationError, StoreError, TidelogError, TopicConflict,
 from .records import decode_headers, decode_meta
 from .store.base import (
     AppendBatch,
+    GroupMember,
     GroupOffset,
+    GroupSync,
     Leased,
     PartitionInfo,
     QueueStats,
@@ -279,6 +281,82 @@ class HTTPStore:
 
     def groups(self) -> list[str]:
         return self._call("GET", "/v1/groups")["groups"]
+
+    # stream group membership -----------------------------------------------------------
+    #
+    # The server holds a member handle per member id and applies its core's
+    # assignor; `assign` and the client's clock (`now`) are not sent.
+
+    def _member(self, action: str, group: str, body: dict[str, Any]) -> Any:
+        return self._call("POST", f"/v1/groups/{_seg(group)}/{action}", json=body)
+
+    @staticmethod
+    def _sync(d: dict[str, Any]) -> GroupSync:
+        return GroupSync(
+            d["generation"], [tuple(tp) for tp in d["assignment"]], [tuple(tp) for tp in d["revoke"]]
+        )
+
+    def group_join(
+        self,
+        group: str,
+        member: str,
+        topics: list[str],
+        session_ms: int,
+        assignor: str,
+        now: int,
+        assign: Any,
+    ) -> GroupSync:
+        body = {
+            "member_id": member,
+            "topics": topics,
+            "session_timeout": session_ms / 1000,
+            "assignor": assignor,
+        }
+        return self._sync(self._member("join", group, body))
+
+    def group_heartbeat(self, group: str, member: str, now: int, assign: Any) -> GroupSync:
+        return self._sync(self._member("heartbeat", group, {"member_id": member}))
+
+    def group_release(
+        self, group: str, member: str, partitions: list[tuple[str, int]], now: int, assign: Any
+    ) -> GroupSync:
+        body = {"member_id": member, "partitions": [list(tp) for tp in partitions]}
+        return self._sync(self._member("release", group, body))
+
+    def group_leave(self, group: str, member: str, now: int, assign: Any) -> None:
+        try:
+            self._member("leave", group, {"member_id": member})
+        except errors.StaleGeneration:
+            pass  # gone already: expired, or the server restarted
+
+    def group_commit(
+        self, group: str, member: str, generation: int, topic: str, partition: int, offset: int
+    ) -> None:
+        body = {
+            "member_id": member,
+            "generation": generation,
+            "topic": topic,
+            "partition": partition,
+            "offset": offset,
+        }
+        self._member("commit", group, body)
+
+    def group_members(self, group: str) -> list[GroupMember]:
+        try:
+            d = self._call("GET", f"/v1/groups/{_seg(group)}")
+        except errors.UnknownGroup:
+            return []
+        return [
+            GroupMember(
+                m["member_id"],
+                m["topics"],
+                m["session_ms"],
+                m["heartbeat"],
+                [tuple(tp) for tp in m["partitions"]],
+                m["generation"],
+            )
+            for m in d["members"]
+        ]
 
     # queue groups --------------------------------------------------------------------
     #

@@ -55,6 +55,9 @@ class Context:
         from .subscribe import Pumps  # subscribe imports this module
 
         self.pumps = Pumps(self)
+        from .members import Members
+
+        self.members = Members()
         self._queue_log = Log(log.store, auto_create=True, clock=log.clock)
         self._queue_log.notifier = log.notifier  # one set of wake-ups for both views
 

@@ -285,16 +285,32 @@ async def describe_group(request: Request) -> Response:
     def describe():
         if group not in ctx.log.groups():
             raise UnknownGroup(f"group {group!r} does not exist")
-        return ctx.log.describe_group(group, topics)
+        members = ctx.log.group(group).members()
+        subscribed = {t for m in members for t in m.topics}
+        return members, ctx.log.describe_group(group, sorted(set(topics) | subscribed))
 
-    rows = await ctx.run(describe)
+    members, rows = await ctx.run(describe)
+    owners = {tp: m.member for m in members for tp in m.partitions}
     return json_response(
         {
             "group": group,
+            "generation": members[0].generation if members else None,
+            "members": [
+                {
+                    "member_id": m.member,
+                    "topics": m.topics,
+                    "partitions": [list(tp) for tp in m.partitions],
+                    "session_ms": m.session_ms,
+                    "heartbeat": m.heartbeat,
+                    "generation": m.generation,
+                }
+                for m in members
+            ],
             "partitions": [
                 {
                     "topic": r.topic,
                     "partition": r.partition,
+                    "owner": owners.get((r.topic, r.partition)),
                     "committed": r.committed,
                     "last_offset": r.last_offset,
                     "lag": r.lag,
@@ -375,9 +391,18 @@ async def _offset_body(request: Request) -> tuple[str, int, int]:
 
 
 async def commit(request: Request) -> Response:
+    """Commit an offset; with `member_id`, a group member's fenced commit (see members.py)."""
     ctx = ctx_of(request)
     group = _group(request)
-    topic, partition, offset = await _offset_body(request)
+    body = await json_object(request, ctx.settings.max_body)
+    if "member_id" in body:
+        from .members import member_commit
+
+        no_unknown(body, {"member_id", "generation", "topic", "partition", "offset"})
+        return json_response(await member_commit(ctx, group, body))
+    no_unknown(body, {"topic", "partition", "offset"})
+    topic = check_name("topic", field(body, "topic", str))
+    partition, offset = int_field(body, "partition", 0), int_field(body, "offset", 0)
 
     def do():
         consumer = ctx.consumer(group)
