@@ -183,9 +183,35 @@ class HTTPStore:
     def partitions(self, topic: str) -> list[PartitionInfo]:
         d = self._call("GET", f"/v1/topics/{_seg(topic)}")
         return [
-            PartitionInfo(p["partition"], p["first_offset"], p["last_offset"], p["records"])
+            PartitionInfo(p["partition"], p["first_offset"], p["last_offset"], p["records"], p["bytes"])
             for p in d["offsets"]
         ]
+
+    # retention -----------------------------------------------------------------------
+    #
+    # Cleaning runs on the server, with its own core and store (`Log.clean`
+    # hands it over through `clean` below): scanning a log over HTTP to decide
+    # what to remove would move every record across the network, and removal
+    # by offset is not something the API offers to clients.
+
+    def set_topic_config(self, name: str, config: dict[str, Any]) -> None:
+        self._call("PATCH", f"/v1/topics/{_seg(name)}", json={"config": config})
+
+    def clean(self, topic: str | None, chunk: int) -> list[Any]:
+        from .retention import CleanReport
+
+        path = "/v1/clean" if topic is None else f"/v1/topics/{_seg(topic)}/clean"
+        reports = self._call("POST", path, params={"chunk": chunk})["reports"]
+        return [CleanReport(**r) for r in reports]
+
+    def last_clean(self, topic: str) -> dict[str, Any] | None:
+        return self._call("GET", f"/v1/topics/{_seg(topic)}")["last_clean"]
+
+    def partition_bytes(self, topic: str, partition: int) -> int:
+        for p in self.partitions(topic):
+            if p.partition == partition:
+                return p.bytes
+        raise errors.UnknownPartition(f"topic {topic!r} has no partition {partition}")
 
     # records -------------------------------------------------------------------------
 

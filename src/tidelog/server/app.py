@@ -9,7 +9,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
 from ..log import Log
-from . import api, members, ops, publish, queues, stream, subscribe, v1
+from . import api, members, ops, publish, queues, retention, stream, subscribe, v1
 from .auth import BearerAuth
 from .context import DEFAULT_CLEAN_INTERVAL_S, DEFAULT_MAX_BODY, MAX_WAIT_S, Context, Settings
 from .errors import HANDLERS
@@ -74,6 +74,7 @@ def create_app(
             *publish.routes,
             *v1.routes,
             *members.routes,
+            *retention.routes,
             *queues.routes,
             *stream.routes,
             *subscribe.routes,

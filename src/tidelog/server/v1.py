@@ -74,7 +74,12 @@ async def create_topic(request: Request) -> Response:
 
 async def describe_topic(request: Request) -> Response:
     ctx = ctx_of(request)
-    desc = await ctx.run(ctx.log.describe, _topic(request))
+    name = _topic(request)
+
+    def look():
+        return ctx.log.describe(name), ctx.log.last_clean(name)
+
+    desc, last_clean = await ctx.run(look)
     return json_response(
         {
             "name": desc.name,
@@ -88,9 +93,12 @@ async def describe_topic(request: Request) -> Response:
                     "first_offset": p.first_offset,
                     "last_offset": p.last_offset,
                     "records": p.records,
+                    "bytes": p.bytes,
                 }
                 for p in desc.partitions
             ],
+            "bytes": sum(p.bytes for p in desc.partitions),
+            "last_clean": last_clean,
         }
     )
 
