@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..config import check_name
+from ..config import MAX_PARTITIONS, check_name
 from ..errors import InvalidRequest, StaleGeneration
 from ..groups import GroupConsumer
 from ..log import MAX_BATCH
@@ -37,6 +37,7 @@ from .v1 import long_poll, messages_out
 DEFAULT_SESSION_S = 10.0
 SWEEP_EVERY_S = 5.0
 MAX_MEMBERS = 10_000
+MAX_OFFSET = (1 << 53) - 1
 
 
 @dataclass
@@ -223,8 +224,9 @@ async def member_commit(ctx: Context, group: str, body: dict[str, Any]) -> dict[
         await _call(ctx, group, member, handle.commit)
         return {"group": group, "member_id": member, "generation": handle.generation}
     topic = check_name("topic", field(body, "topic", str))
-    partition, offset = int_field(body, "partition", 0), int_field(body, "offset", 0)
-    generation = int_field(body, "generation", 0, default=None)
+    partition = int_field(body, "partition", 0, MAX_PARTITIONS - 1)
+    offset = int_field(body, "offset", 0, MAX_OFFSET)
+    generation = int_field(body, "generation", 0, MAX_OFFSET, default=None)
     if generation is None:
         generation = ctx.members.get(group, member).generation
     await ctx.run(ctx.log.group(group).commit, member, generation, topic, partition, offset)

@@ -23,7 +23,7 @@ import binascii
 import re
 from typing import NamedTuple
 
-from ..config import NAME_RE
+from ..config import MAX_PARTITIONS, NAME_RE
 from ..errors import LeaseLost
 from ..queues import Delivery
 from ..records import make_message
@@ -61,7 +61,9 @@ def decode(token: object, group: str, topic: str) -> Receipt:
         NAME_RE.fullmatch(g)
         and NAME_RE.fullmatch(t)
         and _RECEIPT.fullmatch(receipt)
-        and min(parsed.partition, parsed.offset, parsed.delivery_count) >= 0
+        and 0 <= parsed.partition < MAX_PARTITIONS
+        and 0 <= parsed.offset < 1 << 40
+        and 0 <= parsed.delivery_count < 1 << 31
     ):
         raise LeaseLost("the receipt is not one this server issued")
     if (g, t) != (group, topic):
