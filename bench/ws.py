@@ -112,6 +112,20 @@ async def consume(url: str, topic: str, n: int, conns: int) -> float:
     return acked / (time.perf_counter() - start)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(proc: subprocess.Popen, url: str, topic: str, n: int, conns: int) -> tuple[float, float]:
+    """(acked records/s, server CPU microseconds a record)."""
+    before = cpu_seconds(proc.pid)
+    rate = asyncio.run(consume(url, topic, n, conns))
+    return rate, (cpu_seconds(proc.pid) - before) / n * 1e6
+
+
 def in_process(path: str, n: int) -> float:
     log = tidelog.open(path)
     q = log.queue("inproc")
@@ -142,18 +156,24 @@ def main() -> None:
             f"WebSocket subscribe: {args.records} records of 100 bytes, ACK each, best of {args.runs} "
             "(server and clients in two processes on a shared 2-core machine)"
         )
-        print(f"{'what':44} {'acked/s':>9} {'ceiling/s':>10} {'ratio':>6}")
+        print(f"{'what':44} {'acked/s':>9} {'ceiling/s':>10} {'ratio':>6} {'CPU us/rec':>11} {'ceiling':>8}")
         print(f"{'in-process Queue.receive() + ack, 1 thread':44} {base:>9,.0f}")
         for conns in [int(c) for c in args.conns.split(",")]:
             best = ceiling = 0.0
+            cpu = ceiling_cpu = float("inf")
             for run in range(args.runs):
                 topic = f"ws{conns}-{run}"
                 fill(url.replace("ws", "http"), topic, args.records)
-                best = max(best, asyncio.run(consume(url, topic, args.records, conns)))
-                ceiling = max(ceiling, asyncio.run(consume(trivial_url, topic, args.records, conns)))
+                rate, used = measured(proc, url, topic, args.records, conns)
+                best, cpu = max(best, rate), min(cpu, used)
+                rate, used = measured(trivial, trivial_url, topic, args.records, conns)
+                ceiling, ceiling_cpu = max(ceiling, rate), min(ceiling_cpu, used)
             label = f"INIT/ACK over {conns} connection{'s' if conns > 1 else ''}"
-            print(f"{label:44} {best:>9,.0f} {ceiling:>10,.0f} {best / ceiling:>6.2f}")
-        print("ceiling: a trivial Starlette WebSocket on granian answering each ACK with a canned message")
+            print(
+                f"{label:44} {best:>9,.0f} {ceiling:>10,.0f} {best / ceiling:>6.2f} {cpu:>11.1f} {ceiling_cpu:>8.1f}"
+            )
+        print("ceiling: a trivial Starlette WebSocket on granian answering each ACK with a canned message;")
+        print("CPU us/rec: the server process's CPU time per acked record (best run)")
         print("target >= 10,000 acked records/s; miniqueue publishes 4,298/s")
     finally:
         for p in (proc, trivial):
