@@ -17,6 +17,8 @@ from tidelog.server.thread import free_port
 
 redis = pytest.importorskip("redis")
 pytest.importorskip("hiredis")
+from redis.backoff import NoBackoff  # noqa: E402
+from redis.retry import Retry  # noqa: E402
 
 START_TIMEOUT_S = 20
 
@@ -51,7 +53,8 @@ def served(tmp_path):
 
 def test_http_and_redis_on_one_log(served):
     proc, http, resp_port = served
-    r = redis.Redis(port=resp_port, password="s3cret", decode_responses=True)
+    no_retry = Retry(NoBackoff(), 0)  # redis-py retries for seconds by default
+    r = redis.Redis(port=resp_port, password="s3cret", decode_responses=True, retry=no_retry)
     entry = r.xadd("orders", {"value": "from redis"})
     assert entry.endswith("-1")
     (record,) = http.get("/v1/topics/orders/partitions/0/records").json()["records"]
@@ -63,7 +66,10 @@ def test_http_and_redis_on_one_log(served):
     http.post("/v1/topics/orders/records", json={"records": [{"value": "from http", "format": "text"}]})
     assert [fields["value"] for _, fields in r.xrange("orders")] == ["from redis", "from http"]
     # The token guards both fronts.
-    with pytest.raises(redis.AuthenticationError), redis.Redis(port=resp_port, password="wrong") as wrong:
+    with (
+        pytest.raises(redis.AuthenticationError),
+        redis.Redis(port=resp_port, password="wrong", retry=no_retry) as wrong,
+    ):
         wrong.ping()
     assert httpx.get(str(http.base_url.join("/v1/topics"))).status_code == 401
 
