@@ -1,11 +1,15 @@
 """The http:// store: the Store protocol over a tidelog server's /v1 API.
 
 `tidelog.open("http://host:7070")` puts the ordinary core (Log, Producer,
-Consumer) on top of this store, so code written against a file runs
-unchanged against a server. The core still validates and encodes here; the
-server checks again and commits. Records round-trip byte for byte (see
-`tidelog.wire`) and server errors come back as the same `tidelog.errors`
-classes, by their `code`.
+Consumer, queue groups, group members, retention) on top of this store, so
+code written against a file runs unchanged against a server. The core still
+validates and encodes here; the server checks again and commits. Records
+round-trip byte for byte (see `tidelog.wire`) and server errors come back as
+the same `tidelog.errors` classes, by their `code`.
+
+Where the core hands a store policy (`due_of`, `new_receipt`, `assign`) or
+its clock (`now`), the server's core applies its own instead: the server
+owns leases, receipts, assignment and cleaning, whoever its clients are.
 
 A token travels in the URL (`http://:TOKEN@host:7070`) or in the
 TIDELOG_TOKEN environment variable, read by `tidelog.open`.
