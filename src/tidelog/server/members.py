@@ -60,6 +60,7 @@ class Members:
         self.handles[(handle.group, handle.member_id)] = Member(handle, time.monotonic())
 
     def get(self, group: str, member: str) -> GroupConsumer:
+        self.sweep()
         entry = self.handles.get((group, member))
         if entry is None:
             raise StaleGeneration(

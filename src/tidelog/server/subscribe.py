@@ -360,13 +360,16 @@ class Subscriber:
     async def _next(self, pump: Pump, wanted: asyncio.Future, answer: asyncio.Future | None) -> Delivery:
         """The next delivery, after reporting how the last answer went."""
         try:
+            self.waiting = True  # from here, what the client says is told "no message is out"
             if answer is not None:
                 result = await answer
                 if isinstance(result, BaseException):
                     await self.error(str(result))
+            while self.inbox:  # said after its answer, before this: a second answer to nothing
+                text = self.inbox.popleft()
+                await self.error(f"no message is out yet: {text[:40]!r} changes nothing")
             if self.gone:
                 raise Gone
-            self.waiting = True
             self._waiter = wanted  # a disconnect ends this wait
             try:
                 return await wanted
