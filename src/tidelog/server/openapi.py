@@ -80,7 +80,7 @@ TOPIC = {
 }
 DURATION = {
     "oneOf": [
-        {"type": "integer", "minimum": 0, "description": "milliseconds"},
+        {"type": "integer", "minimum": 0, "maximum": (1 << 63) - 1, "description": "milliseconds"},
         {
             "type": "string",
             "pattern": "^[0-9]+(\\.[0-9]+)?(ms|s|m|h|d|w)?$",
@@ -90,7 +90,7 @@ DURATION = {
 }
 SIZE = {
     "oneOf": [
-        {"type": "integer", "minimum": 0, "description": "bytes"},
+        {"type": "integer", "minimum": 0, "maximum": (1 << 63) - 1, "description": "bytes"},
         {
             "type": "string",
             "pattern": "^[0-9]+(\\.[0-9]+)?(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$",
@@ -549,7 +549,7 @@ def spec() -> dict[str, Any]:
                 body={
                     "type": "object",
                     "properties": {
-                        "max_deliveries": {"type": "integer", "minimum": 1},
+                        "max_deliveries": {"type": "integer", "minimum": 1, "maximum": 1 << 31},
                         "dead_letter": NAME,
                         "start": {"enum": ["earliest", "latest"]},
                     },

@@ -36,6 +36,8 @@ from .bodies import (
 )
 from .context import Context, ctx_of, json_response, raw_json
 
+MAX_DELIVERIES = 1 << 31
+
 
 def topic_and_group(request: Request) -> tuple[str, str]:
     topic = check_name("topic", request.path_params["topic"])
@@ -83,6 +85,7 @@ async def open_queue(request: Request) -> Response:
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
     no_unknown(body, {"max_deliveries", "dead_letter", "start"})
+    int_field(body, "max_deliveries", 1, MAX_DELIVERIES, default=None)  # stored as JSON: keep it small
     options = {k: body[k] for k in ("max_deliveries", "dead_letter", "start") if body.get(k) is not None}
     queue = await ctx.run(ctx.queue, topic, group, options)
     return json_response(
