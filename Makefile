@@ -16,15 +16,17 @@ run: $(STAMP)
 	$(VENV)/bin/tidelog serve --db ./tidelog.db --host 127.0.0.1 --port 7070
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check --output-format concise src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check --output-format concise src tests bench examples
+	$(VENV)/bin/ruff format --check src tests bench examples
 
 test: lint
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/core.py
 	$(PY) bench/postgres.py
+	$(PY) bench/postgres_queues.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache tidelog.db tidelog.db-wal tidelog.db-shm

@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"| {label} | {max(raw_rates):,.0f} | {max(tl_rates):,.0f} | {ratio:.2f} | {goal} |", flush=True
         )
-    print("queue receive + ack beside pgmq: not measured yet (queue groups are not built)")
+    print("queue receive + ack beside pgmq: python bench/postgres_queues.py")
     return 0
 
 

@@ -1,6 +1,9 @@
 """Retention benchmark: clean 1,000,000 records while a producer sends.
 
-    python bench/retention.py [--records 1000000] [--chunk 2000]
+    python bench/retention.py [--records 1000000] [--chunk 2000] [--url postgresql://...]
+
+With --url postgresql://... the log lives in a fresh schema of that database
+(dropped afterwards) and the sizes are those of its tables with indexes.
 
 A topic is filled with 100-byte records, the clock moves past retention_ms,
 and `clean()` removes them while another thread sends one record at a time
@@ -16,20 +19,42 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import tidelog
 
 VALUE = os.urandom(100)
 
 
+@contextmanager
+def store_url(url: str | None) -> Iterator[str]:
+    """A new SQLite file, or a fresh schema of the PostgreSQL database at `url`."""
+    if url is None:
+        with tempfile.TemporaryDirectory(prefix="tidelog-rbench-") as tmp:
+            yield os.path.join(tmp, "retention.db")
+        return
+    from postgres import fresh_schema  # bench/postgres.py
+
+    with fresh_schema(url) as schema_url:
+        yield schema_url
+
+
+def size(log: tidelog.Log) -> int:
+    store = log.store
+    if getattr(store, "dialect", "") == "sqlite":
+        store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return store.file_bytes()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--chunk", type=int, default=2000)
+    ap.add_argument("--url", help="postgresql://... to measure the PostgreSQL store instead of SQLite")
     args = ap.parse_args(argv)
     now = [time.time_ns() // 1_000_000]
-    with tempfile.TemporaryDirectory(prefix="tidelog-rbench-") as tmp:
-        path = os.path.join(tmp, "retention.db")
+    with store_url(args.url) as path:
         log = tidelog.open(path, clock=lambda: now[0])
         log.create_topic("old", partitions=4, retention_ms="1h")
         log.create_topic("live", partitions=1)
@@ -38,8 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         for p in range(4):
             for i in range(0, per, 5000):
                 producer.send_batch("old", [VALUE] * min(5000, per - i), partition=p)
-        log.store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        before = os.path.getsize(path)
+        before = size(log)
 
         stop = threading.Event()
         pauses: list[float] = []
@@ -63,10 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         elapsed = time.perf_counter() - start
         stop.set()
         sender.join()
-        log.store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        after = os.path.getsize(path)
+        after = size(log)
         log.close()
-    print(f"| cleaning {report.removed:,} records of 100 bytes, chunk {args.chunk} | figure |")
+    print(
+        f"| cleaning {report.removed:,} records of 100 bytes, chunk {args.chunk}, {log.store.dialect} | figure |"
+    )
     print("| --- | ---: |")
     print(f"| records removed per second | {report.removed / elapsed:,.0f} |")
     print(f"| producer's longest send while cleaning | {max(pauses) * 1000:.1f} ms |")
@@ -76,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"| producer sends during cleaning | {len(pauses):,} ({len(pauses) / elapsed:,.0f}/s; {quiet_sends:,}/s before) |"
     )
-    print(f"| file size before / after | {before / 1e6:.1f} MB / {after / 1e6:.1f} MB |")
+    print(f"| size on disk before / after | {before / 1e6:.1f} MB / {after / 1e6:.1f} MB |")
     return 0
 
 

@@ -142,7 +142,11 @@ def main() -> None:
     start_ms = 1_700_000_000_000 + known * 200
     if args.orders:
         produce_orders(args.db, args.orders, start_ms=start_ms, seed=known, first_id=known + 1)
-    spark = tidelog.spark.session("local[2]", "revenue", **{"spark.sql.shuffle.partitions": "2"})
+    spark = tidelog.spark.session(
+        "local[2]",
+        "revenue",
+        **{"spark.sql.shuffle.partitions": "2", "spark.ui.showConsoleProgress": "false"},
+    )
     spark.sparkContext.setLogLevel("ERROR")
     parquet = os.path.join(args.work, "parquet")
     queries = start(

@@ -64,8 +64,18 @@ def spawn(url: str, name: str, stop: str) -> subprocess.Popen:
     )
 
 
-def test_chaos_members_killed_and_replaced(tmp_path):
-    url = str(tmp_path / "chaos.db")
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request, tmp_path):
+    if request.param == "sqlite":
+        yield str(tmp_path / "chaos.db")
+        return
+    from pgschema import postgres_schema
+
+    with postgres_schema() as pg_url:
+        yield pg_url
+
+
+def test_chaos_members_killed_and_replaced(tmp_path, url):
     stop = str(tmp_path / "stop")
     rng = random.Random(11)
     with tidelog.open(url) as log:

@@ -24,6 +24,7 @@ import pytest
 import tidelog
 from pgschema import postgres_schema
 from test_processes import PRODUCER, acked, run_producers
+from tidelog.store import schema
 
 
 @pytest.fixture
@@ -75,7 +76,9 @@ def test_search_path_without_a_schema_is_a_configuration_error(pg_url):
 def test_newer_schema_version_is_refused(pg_url):
     tidelog.open(pg_url).close()
     with raw(pg_url) as conn:
-        assert conn.execute("SELECT max(version) FROM tidelog_version").fetchone()[0] == 1
+        assert conn.execute("SELECT max(version) FROM tidelog_version").fetchone()[0] == schema.latest(
+            "postgres"
+        )
         conn.execute("INSERT INTO tidelog_version (version) VALUES (99)")
     with pytest.raises(tidelog.ConfigurationError, match="version 99"):
         tidelog.open(pg_url)
@@ -98,7 +101,8 @@ def test_first_opens_at_once_migrate_once(pg_url):
         t.join()
     assert errors == []
     with raw(pg_url) as conn:
-        assert conn.execute("SELECT version FROM tidelog_version").fetchall() == [(1,)]
+        versions = [(v,) for v, _ in schema.migrations("postgres")]
+        assert conn.execute("SELECT version FROM tidelog_version ORDER BY version").fetchall() == versions
     with tidelog.open(pg_url) as log:
         assert sorted(m.data for m in log.read("t", 0)) == [str(i) for i in range(6)]
 
@@ -226,6 +230,166 @@ def test_delete_racing_appends_leaves_no_records_behind(pg_url):
     assert outcomes == ["gone", "gone"]
 
 
+# stream groups, idempotent writes, retention across connections -----------------
+
+
+def test_rebalances_from_many_connections_never_overlap(pg_url):
+    # Members on connections of their own join, heartbeat, commit, leave and
+    # rejoin at once; each membership change takes the group's row lock, so
+    # no partition is ever handed to a member before its holder released it.
+    partitions, rounds = 6, 25
+    with tidelog.open(pg_url) as log:
+        log.create_topic("work", partitions=partitions)
+        producer = log.producer()
+        for p in range(partitions):
+            producer.send_batch("work", [b"x"] * 50, partition=p)
+    holds: dict[int, list[tuple[float, float, str]]] = {p: [] for p in range(partitions)}
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def run(name: str, seed: int) -> None:
+        rng = random.Random(seed)
+        acquired: dict[int, float] = {}
+
+        def assigned(tps: list) -> None:
+            for _, p in tps:
+                acquired[p] = time.monotonic()
+
+        def revoked(tps: list) -> None:
+            now = time.monotonic()
+            with lock:
+                for _, p in tps:
+                    holds[p].append((acquired.pop(p), now, name))
+
+        try:
+            with tidelog.open(pg_url) as mine:
+                start.wait()
+                for _ in range(rounds):
+                    member = mine.consumer(
+                        "g",
+                        topics=["work"],
+                        heartbeat_interval=0,
+                        member_id=name,
+                        on_assign=assigned,
+                        on_revoke=revoked,
+                        session_timeout=60,
+                    )
+                    for _ in range(rng.randint(1, 4)):
+                        member.heartbeat()
+                        member.poll(timeout=0, max_messages=5)
+                        try:
+                            member.commit()
+                        except tidelog.GroupError:
+                            pass  # lost the partition meanwhile: refused, as fencing promises
+                    member.close()
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(f"m{i}", i)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    for p, spans in holds.items():
+        spans.sort()
+        assert spans, f"partition {p} was never held"
+        for (_, end, a), (begin, _, b) in zip(spans, spans[1:]):
+            assert begin >= end, f"partition {p}: {a} held it until {end}, {b} from {begin}"
+    with tidelog.open(pg_url) as log:
+        assert log.group("g").members() == []  # everyone left
+        committed = [log.consumer("g").committed("work", p) for p in range(partitions)]
+        assert all(0 <= c <= 50 for c in committed) and any(committed)
+
+
+def test_survivors_converge_after_concurrent_joins(pg_url):
+    with tidelog.open(pg_url) as log:
+        log.create_topic("work", partitions=7)
+    logs = [tidelog.open(pg_url) for _ in range(5)]
+    try:
+        members: list = [None] * 5
+
+        def join(i: int) -> None:
+            members[i] = logs[i].consumer("g", topics=["work"], heartbeat_interval=0, member_id=f"m{i}")
+
+        threads = [threading.Thread(target=join, args=(i,)) for i in range(5)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for _ in range(3):  # revoke, release, take over
+            for m in members:
+                m.heartbeat()
+                m.poll(timeout=0)
+        held = sorted(tp for m in members for tp in m.assignment())
+        assert held == [("work", p) for p in range(7)]
+        assert len({m.generation for m in members}) == 1
+        view = {m.member: m.partitions for m in logs[0].group("g").members()}
+        assert view == {m.member_id: m.assignment() for m in members}
+    finally:
+        for opened in logs:
+            opened.close()
+
+
+def test_one_txn_id_from_many_connections_writes_once(pg_url):
+    with tidelog.open(pg_url) as log:
+        log.create_topic("once", partitions=2)
+    start = threading.Barrier(6)
+    results: list = []
+    errors: list[BaseException] = []
+
+    def write(i: int) -> None:
+        try:
+            with tidelog.open(pg_url) as mine:
+                producer = mine.producer()
+                batches = [producer.prepare("once", [f"{i}".encode()] * 3, partition=p) for p in (0, 1)]
+                start.wait()
+                results.append(mine.write(batches, txn="the-one"))
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(results) == 6 and all(r == results[0] for r in results)
+    with tidelog.open(pg_url) as log:
+        for p in (0, 1):
+            values = [m.value for m in log.read("once", p)]
+            assert len(values) == 3 and len(set(values)) == 1  # one writer's records, once
+
+
+def test_cleaning_racing_a_topic_delete_is_clean(pg_url):
+    with tidelog.open(pg_url, auto_create=False) as log:
+        log.create_topic("old", partitions=2, retention_ms=1)
+        for p in (0, 1):
+            log.producer().send_batch("old", [b"x"] * 3000, partition=p)
+        time.sleep(0.01)
+        outcomes: list[str] = []
+
+        def clean() -> None:
+            with tidelog.open(pg_url) as mine:
+                try:
+                    while True:
+                        mine.clean("old", chunk=50)
+                except tidelog.UnknownTopic:
+                    outcomes.append("gone")
+
+        cleaner = threading.Thread(target=clean)
+        cleaner.start()
+        deadline = time.monotonic() + 60
+        while log.describe("old").records > 5000 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert log.delete_topic("old") is True
+        cleaner.join()
+    assert outcomes == ["gone"]
+    with raw(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM tidelog_records").fetchone()[0] == 0
+
+
 # reads -------------------------------------------------------------------------
 
 
@@ -250,15 +414,48 @@ def test_reads_touch_at_most_limit_rows_without_statistics(pg_url):
 
 
 def test_reads_start_at_the_oldest_record_held(pg_url):
-    # Retention will remove the oldest records; a read from before them
-    # starts at the first one still held.
+    # Retention removed the oldest records; a read from before them starts
+    # at the first one still held.
     with tidelog.open(pg_url) as log:
-        log.producer().send_batch("r", [str(i) for i in range(1, 301)], partition=0)
-        with raw(pg_url) as conn:
-            conn.execute('DELETE FROM tidelog_records WHERE "offset" <= 200')
+        log.producer().send_batch("r", [str(i).encode() for i in range(1, 301)], partition=0)
+        assert log.store.delete_prefix("r", 0, 200, 1000) == (200, sum(len(str(i)) for i in range(1, 201)))
         assert [m.offset for m in log.read("r", 0, after=0, limit=5)] == [201, 202, 203, 204, 205]
         (part,) = log.describe("r").partitions
         assert (part.first_offset, part.last_offset, part.records) == (201, 300, 100)
+
+
+def test_reads_cross_compaction_gaps_wider_than_the_limit(pg_url):
+    # A read's upper bound starts at the first record held past `after`, so a
+    # reader never mistakes a gap for the end of the partition (before a gap
+    # a read may return fewer than `limit` records).
+    with tidelog.open(pg_url) as log:
+        log.producer().send_batch("c", [b"x"] * 1000, partition=0)
+        assert log.store.delete_offsets("c", 0, list(range(11, 991))) == 980
+        assert [m.offset for m in log.read("c", 0, after=5, limit=10)] == [6, 7, 8, 9, 10]
+        assert [m.offset for m in log.read("c", 0, after=10, limit=3)] == [991, 992, 993]
+        (part,) = log.describe("c").partitions
+        assert (part.first_offset, part.last_offset, part.records, part.bytes) == (1, 1000, 20, 20)
+
+
+def test_counters_match_the_records_held(pg_url):
+    # describe reads the partition row's counters; they follow appends of
+    # every kind, retention and compaction exactly.
+    with tidelog.open(pg_url) as log:
+        producer = log.producer()
+        producer.send("m", b"abc", partition=0, key="k", headers={"h": b"1"})
+        producer.send_batch("m", ["t\u00e9xt", {"j": 1}, b"", "nul\x00here"], partition=0)
+        log.write([producer.prepare("m", [b"12345"], partition=0)], txn="counted-once")
+        log.write([producer.prepare("m", [b"12345"], partition=0)], txn="counted-once")
+        log.store.delete_offsets("m", 0, [3])
+        log.store.delete_prefix("m", 0, 1, 10)
+        with raw(pg_url) as conn:
+            held = conn.execute(
+                "SELECT count(*), sum(coalesce(octet_length(value), 0) + coalesce(octet_length(text), 0) "
+                "+ coalesce(octet_length(meta), 0)) FROM tidelog_records"
+            ).fetchone()
+        (part,) = log.describe("m").partitions
+        assert (part.records, part.bytes) == held
+        assert part.records == 4 and part.bytes > 0
 
 
 # wake-ups ----------------------------------------------------------------------

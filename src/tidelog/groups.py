@@ -92,6 +92,10 @@ class GroupConsumer:
         self._committed: dict[TopicPartition, int] = {}
         self._rotate = 0
         self._lock = threading.RLock()
+        # Held across a membership call and the applying of its view (with
+        # the callbacks): views are applied in the order the store gave them,
+        # and a revoke never overtakes the on_assign of the same partition.
+        self._membership = threading.RLock()
         self._closed = False
         self._stop = threading.Event()
         for topic in self.topics:
@@ -138,10 +142,11 @@ class GroupConsumer:
         Runs in the background every `heartbeat_interval`; call it yourself
         when that is 0.
         """
-        if self._closed:
-            return
-        sync = self.log.store.group_heartbeat(self.group, self.member_id, self.log.clock(), self._assign)
-        self._apply(sync)
+        with self._membership:
+            if self._closed:
+                return
+            sync = self.log.store.group_heartbeat(self.group, self.member_id, self.log.clock(), self._assign)
+            self._apply(sync)
 
     def _heartbeat_loop(self, interval: float) -> None:
         while not self._stop.wait(interval):
@@ -150,16 +155,17 @@ class GroupConsumer:
             except StaleGeneration:
                 # Our session expired (a long pause): join again as new.
                 try:
-                    sync = self.log.store.group_join(
-                        self.group,
-                        self.member_id,
-                        self.topics,
-                        self.session_ms,
-                        self.assignor,
-                        self.log.clock(),
-                        self._assign,
-                    )
-                    self._apply(sync)
+                    with self._membership:
+                        sync = self.log.store.group_join(
+                            self.group,
+                            self.member_id,
+                            self.topics,
+                            self.session_ms,
+                            self.assignor,
+                            self.log.clock(),
+                            self._assign,
+                        )
+                        self._apply(sync)
                 except GroupError:
                     pass
             except Exception:  # keep heartbeating through passing store errors
@@ -167,12 +173,16 @@ class GroupConsumer:
 
     def _release_revoked(self) -> None:
         with self._lock:
-            revoke = [tp for tp in self._revoke if tp in self._owned]
-        if not revoke:
-            return
-        if self.on_revoke:
-            self.on_revoke(revoke)  # the application may commit here
-        self.release(revoke)
+            if not any(tp in self._owned for tp in self._revoke):
+                return  # the common case: no need to wait for a heartbeat in flight
+        with self._membership:
+            with self._lock:
+                revoke = [tp for tp in self._revoke if tp in self._owned]
+            if not revoke:
+                return
+            if self.on_revoke:
+                self.on_revoke(revoke)  # the application may commit here
+            self.release(revoke)
 
     def revoking(self) -> list[TopicPartition]:
         """Partitions held now but assigned elsewhere: commit them, then release."""
@@ -182,13 +192,20 @@ class GroupConsumer:
     def release(self, partitions: Iterable[TopicPartition]) -> None:
         """Give up held partitions now (poll does this for the revoked ones,
         after `on_revoke`); a remote member's front calls it when told to."""
-        held = [tp for tp in partitions if tp in self._owned]
-        with self._lock:
-            for tp in held:
-                self._position.pop(tp, None)
-                self._committed.pop(tp, None)
-        sync = self.log.store.group_release(self.group, self.member_id, held, self.log.clock(), self._assign)
-        self._apply(sync)
+        with self._membership:
+            with self._lock:
+                held = [tp for tp in partitions if tp in self._owned]
+                for tp in held:
+                    self._position.pop(tp, None)
+                    self._committed.pop(tp, None)
+                # Released means no longer ours: one handed straight back (the
+                # member set changed again meanwhile) is newly assigned, with a
+                # position from the committed offset and its on_assign.
+                self._owned = [tp for tp in self._owned if tp not in held]
+            sync = self.log.store.group_release(
+                self.group, self.member_id, held, self.log.clock(), self._assign
+            )
+            self._apply(sync)
 
     def set_position(self, topic: str, partition: int, offset: int) -> None:
         """Move where this member's next poll of a held partition starts

@@ -44,11 +44,11 @@ def encode_value(value: Any) -> tuple[bytes | str, int | None]:
     if type(value) is bytes:
         return value, None
     if isinstance(value, str):
-        return str(value), FMT_TEXT
+        return _valid_text(str(value)), FMT_TEXT
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value), None
     try:
-        return _json_dumps(value), None
+        return _valid_text(_json_dumps(value)), None
     except (TypeError, ValueError) as e:
         raise InvalidValue(
             f"value of type {type(value).__name__} cannot be encoded: {e}; "
@@ -56,11 +56,25 @@ def encode_value(value: Any) -> tuple[bytes | str, int | None]:
         ) from None
 
 
+def _valid_text(text: str) -> str:
+    # A lone surrogate has no UTF-8 form; no store could keep it. The ASCII
+    # test is a fast scan in C that spares the common case the encoding.
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            raise InvalidValue("value is not valid Unicode (it holds a lone surrogate)") from None
+    return text
+
+
 def encode_key(key: Any) -> bytes | None:
     if key is None or type(key) is bytes:
         return key
     if isinstance(key, str):
-        return key.encode()
+        try:
+            return key.encode()
+        except UnicodeEncodeError:
+            raise InvalidValue("key is not valid Unicode (it holds a lone surrogate)") from None
     if isinstance(key, (bytearray, memoryview)):
         return bytes(key)
     if isinstance(key, int) and not isinstance(key, bool):
@@ -97,6 +111,10 @@ def encode_headers(headers: Any) -> bytes | None:
             if len(raw_name) > 0xFFFF:
                 raise InvalidValue(f"header name longer than 65535 bytes: {name[:40]!r}...")
             out += _U16.pack(len(raw_name)) + raw_name + _U32.pack(len(value)) + value
+    except UnicodeEncodeError:
+        raise InvalidValue(
+            "a header name or value is not valid Unicode (it holds a lone surrogate)"
+        ) from None
     except (TypeError, ValueError):
         raise InvalidValue("headers must be a dict or a list of (name, value) pairs") from None
     return bytes(out) if out else None

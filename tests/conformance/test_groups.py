@@ -191,3 +191,29 @@ def test_sticky_moves_only_what_balance_needs():
     assert sorted(list(after.values()).count(m) for m in MEMBERS) == [2, 2, 2]
     gone = sticky_assignor({"a": ["t"], "c": ["t"]}, {"t": 6}, dict(after))
     assert all(gone[tp] == after[tp] for tp in after if after[tp] != "b")
+
+
+def test_partitions_released_and_handed_straight_back_are_read(glog):
+    glog.producer().send_batch("orders", [b"x"] * 3, partition=3)
+    assigned, revoked = [], []
+    a = member(glog, "a", on_assign=assigned.extend, on_revoke=revoked.extend)
+    b = member(glog, "b")
+    a.heartbeat()  # a learns it must give up 2 and 3 ...
+    b.close()  # ... but b leaves before a releases them
+    msgs = a.poll(timeout=0)  # a releases 2 and 3 and gets them straight back
+    assert a.assignment() == [("orders", p) for p in range(4)]
+    assert revoked == [("orders", 2), ("orders", 3)]
+    assert assigned == [("orders", p) for p in range(4)] + [("orders", 2), ("orders", 3)]
+    # ... and reads them again from the committed offset.
+    assert [m.offset for m in msgs if m.partition == 3] == [1, 2, 3]
+
+
+def test_a_topic_made_again_is_assigned_again(glog):
+    a = member(glog, "a")
+    assert len(a.assignment()) == 4
+    glog.delete_topic("orders")
+    glog.create_topic("orders", partitions=4)
+    glog.producer().send("orders", b"new", partition=1)
+    a.heartbeat()
+    assert len(a.assignment()) == 4
+    assert [m.value for m in a.poll(timeout=0)] == [b"new"]

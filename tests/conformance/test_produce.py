@@ -194,7 +194,9 @@ class NotJson:
     pass
 
 
-@pytest.mark.parametrize("value", [NotJson(), {"a": NotJson()}, float("nan"), {1j: 2}, {"s": {1, 2}}])
+@pytest.mark.parametrize(
+    "value", [NotJson(), {"a": NotJson()}, float("nan"), {1j: 2}, {"s": {1, 2}}, "\ud800", {"k": "\udfff"}]
+)
 def test_unencodable_values_are_refused(log, value):
     log.create_topic("orders", partitions=1)
     before = snapshot(log)
@@ -212,6 +214,8 @@ def test_unencodable_values_are_refused(log, value):
         {"headers": {7: "v"}},
         {"headers": [("only-one",)]},
         {"headers": "not headers"},
+        {"key": "\ud800"},
+        {"headers": {"h": "\ud800"}},
     ],
 )
 def test_bad_keys_and_headers_are_refused(log, kwargs):

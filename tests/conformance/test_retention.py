@@ -93,6 +93,7 @@ def test_reading_below_the_first_offset(rlog, clock):
     assert [m.offset for m in member.poll(timeout=0)] == [4, 5]
 
 
+@pytest.mark.store_feature("queues")
 def test_queue_groups_move_on_and_keep_what_they_hold(rlog, clock):
     rlog.create_topic("q", partitions=1, retention_ms="1h")
     q = rlog.queue("q")
@@ -109,6 +110,7 @@ def test_queue_groups_move_on_and_keep_what_they_hold(rlog, clock):
     assert [d.offset for d in q.receive(max_messages=10)] == [5]  # it moves on past the gap
 
 
+@pytest.mark.store_feature("queues")
 def test_retention_consumed_removes_what_every_group_finished(rlog):
     rlog.create_topic("w", partitions=1, retention="consumed", retention_ms=None)
     rlog.producer().send_batch("w", [b"x"] * 6)

@@ -18,6 +18,7 @@ from conftest import need_service  # tests/conftest.py
 # failed tasks (a failure should show, not be hidden by a second attempt).
 SPARK_CONF = {
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
     "spark.sql.streaming.stopTimeout": "60s",

@@ -1,10 +1,9 @@
-"""A streaming query for the kill-and-restart test, run as its own process.
+"""The streaming query of the kill-and-restart test; run as its own process
+it keeps going until it is killed:
 
-    python copy_query.py DB CHECKPOINT run|finish
+    python copy_query.py DB CHECKPOINT
 
 Copies topic "in" to topic "out", each record as its "partition:offset" id.
-`run` keeps going until killed; `finish` reads what is there (AvailableNow)
-and exits.
 """
 
 from __future__ import annotations
@@ -15,20 +14,20 @@ import tidelog.spark
 
 SPARK_CONF = {
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",
     "spark.driver.memory": "1g",
 }
 
 
-def main(db: str, checkpoint: str, mode: str) -> None:
-    spark = tidelog.spark.session("local[2]", "tidelog-copy", **SPARK_CONF)
-    spark.sparkContext.setLogLevel("ERROR")
-    writer = (
+def copy_query(spark, db: str, checkpoint: str, max_per_trigger: int = 500):
+    """The query, not yet started."""
+    return (
         spark.readStream.format("tidelog")
         .option("url", db)
         .option("subscribe", "in")
         .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "500")
+        .option("maxOffsetsPerTrigger", str(max_per_trigger))
         .load()
         .selectExpr("concat(partition, ':', offset) AS value")
         .writeStream.format("tidelog")
@@ -36,13 +35,14 @@ def main(db: str, checkpoint: str, mode: str) -> None:
         .option("topic", "out")
         .option("checkpointLocation", checkpoint)
     )
-    if mode == "finish":
-        writer = writer.trigger(availableNow=True)
-    query = writer.start()
-    print("started", flush=True)
+
+
+def main(db: str, checkpoint: str) -> None:
+    spark = tidelog.spark.session("local[2]", "tidelog-copy", **SPARK_CONF)
+    spark.sparkContext.setLogLevel("ERROR")
+    query = copy_query(spark, db, checkpoint).start()
     query.awaitTermination()
-    spark.stop()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:3])

@@ -34,6 +34,21 @@ def triples(rows):
     return sorted((r.topic, r.partition, r.offset) for r in rows)
 
 
+def test_register_refuses_a_python_that_lacks_tidelog(spark, db, monkeypatch, tmp_path):
+    import tidelog.spark
+
+    bare = tmp_path / "bare-python"
+    bare.write_text("#!/bin/sh\nexit 1\n")  # stands for an interpreter without tidelog
+    bare.chmod(0o755)
+    monkeypatch.setenv("PYSPARK_PYTHON", str(bare))
+    with pytest.raises(tidelog.ConfigurationError, match="cannot import tidelog.spark"):
+        tidelog.spark.register(spark)
+    monkeypatch.delenv("PYSPARK_PYTHON")
+    tidelog.spark.register(spark)  # back to this interpreter, which has it
+    fill(db, counts=(1,))
+    assert read(spark, db, subscribe="t").count() == 1
+
+
 def test_batch_read_gives_every_record_in_kafkas_schema(spark, db):
     clock = iter(range(1_700_000_000_000, 1_800_000_000_000, 1000))
     with tidelog.open(db, clock=lambda: next(clock)) as log:
@@ -190,6 +205,34 @@ def copy_available_now(spark, db, checkpoint, **options):
         return sorted(m.data for m in log.read("copy", 0, limit=10_000))
 
 
+def test_available_now_stops_at_what_was_there_when_it_started(spark, db, checkpoint):
+    # The query copies topic t into t itself: every micro-batch appends records
+    # that a query without a fixed target would go on to read.
+    fill(db, counts=(6, 4))
+    query = (
+        spark.readStream.format("tidelog")
+        .option("url", db)
+        .option("subscribe", "t")
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "3")
+        .load()
+        .selectExpr("CAST(concat('copy-', partition, ':', offset) AS BINARY) AS value", "partition")
+        .writeStream.format("tidelog")
+        .option("url", db)
+        .option("topic", "t")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(240)
+    assert not query.isActive and query.exception() is None
+    assert sum(p["numInputRows"] for p in query.recentProgress) == 10
+    with tidelog.open(db) as log:
+        values = sorted(m.value for p in (0, 1) for m in log.read("t", p))
+    copies = [v for v in values if v.startswith(b"copy-")]
+    assert copies == sorted(f"copy-{p}:{o}".encode() for p, n in ((0, 6), (1, 4)) for o in range(1, n + 1))
+
+
 def test_stream_restarts_where_its_checkpoint_ended_and_reads_new_partitions(spark, db, checkpoint):
     fill(db, counts=(3, 2))
     first = copy_available_now(spark, db, checkpoint, subscribe="t", startingOffsets="earliest")
@@ -201,6 +244,21 @@ def test_stream_restarts_where_its_checkpoint_ended_and_reads_new_partitions(spa
         producer.send_batch("t", [b"new-1", b"new-2"], partition=2)
     both = copy_available_now(spark, db, checkpoint, subscribe="t", startingOffsets="earliest")
     assert both == sorted(first + ["t:0:4", "t:2:1", "t:2:2"])
+
+
+def test_a_stream_whose_records_vanished_fails_unless_told_to_go_on(spark, db, checkpoint):
+    fill(db, counts=(5,))
+    copy_available_now(spark, db, checkpoint, subscribe="t", startingOffsets="earliest")
+    with tidelog.open(db) as log:
+        log.delete_topic("t")  # the query's position (offset 6) no longer exists
+    fill(db, counts=(2,))
+    with pytest.raises(Exception, match="failOnDataLoss=false"):
+        copy_available_now(spark, db, checkpoint, subscribe="t")
+    # Told to go on, the query runs; the partition resumes once it passes offset 6 again.
+    with tidelog.open(db) as log:
+        log.producer().send_batch("t", [b"x"] * 5, partition=0)
+    copied = copy_available_now(spark, db, checkpoint, subscribe="t", failOnDataLoss="false")
+    assert copied == ["t:0:1", "t:0:2", "t:0:3", "t:0:4", "t:0:5", "t:0:6", "t:0:7"]
 
 
 def test_stream_starts_at_the_latest_records_by_default(spark, db, checkpoint):

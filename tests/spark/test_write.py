@@ -147,3 +147,17 @@ def test_a_replayed_micro_batch_is_not_appended_twice(spark, db, checkpoint):
     assert replayed and replayed[0]["numInputRows"] > 0  # the batch really ran again
     out = records(db, "out")
     assert len(out) == 100 and len({m.data for m in out}) == 100
+
+
+@pytest.fixture
+def pg_db():
+    from pgschema import postgres_schema
+
+    with postgres_schema() as url:
+        yield url
+
+
+def test_a_replayed_micro_batch_is_not_appended_twice_on_postgres(spark, pg_db, checkpoint):
+    # The same replay over a log on PostgreSQL: the sink's txn ids are
+    # recorded there, and the source reads the same offsets again.
+    test_a_replayed_micro_batch_is_not_appended_twice(spark, pg_db, checkpoint)

@@ -106,7 +106,6 @@ def _use_python(spark: Any) -> None:
     # The Python side of a data source's registration sends sc.pythonExec to
     # Spark; it was read from PYSPARK_PYTHON (or "python3") when the context
     # started, before spark.pyspark.python or this module could weigh in.
-    sc.pythonExec = chosen
     if chosen != sys.executable and sc.master.startswith("local"):
         try:
             ok = subprocess.run([chosen, "-c", "import tidelog.spark"], capture_output=True).returncode == 0
@@ -118,3 +117,4 @@ def _use_python(spark: Any) -> None:
                 f"which cannot import tidelog.spark: install it there ({INSTALL}) or point "
                 f"PYSPARK_PYTHON at {sys.executable}"
             )
+    sc.pythonExec = chosen

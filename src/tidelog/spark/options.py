@@ -34,7 +34,7 @@ SOURCE_KEYS = (
     "includeHeaders",
     "group",
 )
-SINK_KEYS = ("url", "topic", "includeHeaders", "checkpointLocation", "path")
+SINK_KEYS = ("url", "topic", "checkpointLocation", "path")
 
 # A starting or ending position: "earliest", "latest", or topic -> partition -> offset.
 Position = str | dict[str, dict[int, int]]

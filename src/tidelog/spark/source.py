@@ -9,6 +9,7 @@ driver-side log lazily and drops it when pickled.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
@@ -45,6 +46,9 @@ from .options import SinkOptions, SourceOptions, include_headers
 PAGE = 16_384
 # Kafka's timestampType: 1 is LogAppendTime, what a tidelog timestamp is.
 LOG_APPEND_TIME = 1
+
+# A Message is a tuple (offset, timestamp, stored value, meta): see records.py.
+_OFFSET, _TIMESTAMP, _VALUE, _META = (itemgetter(i) for i in range(4))
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
@@ -255,7 +259,8 @@ def to_record_batch(
 ) -> pa.RecordBatch:
     """Records as one Arrow batch in the source schema, built column by column."""
     n = len(page)
-    offs, stamps, values, metas = zip(*page)
+    # One C-level pass per column; zip(*page) would build tuples of tuples first.
+    metas = list(map(_META, page))
     if metas.count(None) == n:
         keys = pa.nulls(n, pa.binary())
         headers = pa.nulls(n, schema.field("headers").type) if with_headers else None
@@ -273,11 +278,13 @@ def to_record_batch(
             )
     columns = [
         keys,
-        pa.array(values, pa.binary()),  # text and JSON values go out as their UTF-8 bytes
+        pa.array(list(map(_VALUE, page)), pa.binary()),  # text and JSON go out as their UTF-8 bytes
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
-        pa.array(offs, pa.int64()),
-        pa.array(stamps, pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC")),
+        pa.array(list(map(_OFFSET, page)), pa.int64()),
+        pa.array(list(map(_TIMESTAMP, page)), pa.timestamp("ms", tz="UTC")).cast(
+            pa.timestamp("us", tz="UTC")
+        ),
         pa.repeat(pa.scalar(LOG_APPEND_TIME, pa.int32()), n),
     ]
     if with_headers:

@@ -13,6 +13,12 @@ connection of its own (channel `tidelog`, the schema as payload), so a
 long-poll on one machine wakes when another
 appends.
 
+The partition row also counts the records and bytes the partition holds:
+appends add to them and retention's deletes subtract, each in the statement
+that changes the records (any new code that deletes records must do the
+same). Stream group membership and retention live in the mixins
+`postgres_groups` and `postgres_retention`.
+
 Tables live in the first schema of the connection's search_path (set it in
 the URL: `?options=-csearch_path%3Dmyschema`).
 """
@@ -38,7 +44,11 @@ from ..errors import (
     UnknownTopic,
 )
 from . import schema
-from .base import AppendBatch, GroupOffset, PartitionInfo, TopicInfo
+from .base import AppendBatch, GroupOffset, PartitionInfo, Replayed, TopicInfo
+from .postgres_consumers import PostgresConsumers
+from .postgres_groups import PostgresGroups
+from .postgres_queues import PostgresQueues
+from .postgres_retention import PostgresRetention
 
 try:
     import psycopg
@@ -60,9 +70,13 @@ RECONNECT_S = 1.0
 # A notification's payload is the log's schema, a slash, and the token of the
 # store that appended (set on its connections as tidelog.origin): a listener
 # skips its own store's appends, which its Log announced already.
+# The partition row also counts the records and the bytes it holds (value and
+# meta octets, as `_size` computes them), so describe needs no scan.
 _APPEND = """
 WITH p AS (
-    UPDATE tidelog_partitions SET last_offset = last_offset + %(n)s WHERE id = %(pid)s
+    UPDATE tidelog_partitions
+    SET last_offset = last_offset + %(n)s, records = records + %(n)s, bytes = bytes + %(size)s
+    WHERE id = %(pid)s
     RETURNING last_offset - %(n)s AS before
 ), r AS (
     INSERT INTO tidelog_records (pid, "offset", ts, value, text, meta)
@@ -77,7 +91,8 @@ FROM p
 
 _APPEND_ONE = """
 WITH p AS (
-    UPDATE tidelog_partitions SET last_offset = last_offset + 1 WHERE id = %s
+    UPDATE tidelog_partitions SET last_offset = last_offset + 1, records = records + 1, bytes = bytes + %s
+    WHERE id = %s
     RETURNING id, last_offset
 ), r AS (
     INSERT INTO tidelog_records (pid, "offset", ts, value, text, meta)
@@ -94,15 +109,17 @@ FROM p
 # kind, and the read is done again with both columns. The store remembers per
 # partition which shape fit last.
 #
-# The range has an upper bound as well: offsets are dense and become visible
-# in order (an appender waits for the one before it to commit), so the next
-# `limit` records are exactly those up to after + limit, or, when the oldest
-# records were removed, up to the first one held - 1 + limit. With both bounds
-# every plan touches at most `limit` rows; with only `offset > after`, a table
-# without fresh statistics gets a bitmap scan of the whole partition and a sort.
+# The range has an upper bound as well: offsets become visible in order (an
+# appender waits for the one before it to commit) and are dense but for what
+# retention and compaction removed, so the next records start at the first one
+# held past `after` (one index probe) and the next `limit` of them lie within
+# `limit` offsets of it (fewer when compaction left gaps there: the reader
+# gets fewer and goes on from the last). With both bounds every plan touches
+# at most `limit` rows; with only `offset > after`, a table without fresh
+# statistics gets a bitmap scan of the whole partition and a sort.
 _RANGE = """
-FROM tidelog_records WHERE pid = %(pid)s AND "offset" > %(after)s AND "offset" <= %(limit)s + greatest(
-    %(after)s, (SELECT min("offset") - 1 FROM tidelog_records WHERE pid = %(pid)s)
+FROM tidelog_records WHERE pid = %(pid)s AND "offset" > %(after)s AND "offset" <= %(limit)s + coalesce(
+    (SELECT min("offset") - 1 FROM tidelog_records WHERE pid = %(pid)s AND "offset" > %(after)s), %(after)s
 )
 ORDER BY "offset" LIMIT %(limit)s
 """
@@ -130,13 +147,15 @@ WHERE grp = %(grp)s AND pid = %(pid)s AND committed < %(offset)s
   AND %(offset)s <= (SELECT last_offset FROM tidelog_partitions WHERE id = %(pid)s)
 """
 
+# A seek also refuses an offset retention removed (0 excepted: "from the first").
 _SEEK = """
-WITH p AS (SELECT last_offset FROM tidelog_partitions WHERE id = %(pid)s), c AS (
+WITH p AS (SELECT last_offset, removed_through FROM tidelog_partitions WHERE id = %(pid)s), c AS (
     INSERT INTO tidelog_offsets (grp, pid, committed)
     SELECT %(grp)s, %(pid)s, %(offset)s::bigint FROM p WHERE %(offset)s::bigint <= p.last_offset
+        AND NOT (0 < %(offset)s::bigint AND %(offset)s::bigint < p.removed_through)
     ON CONFLICT (grp, pid) DO UPDATE SET committed = excluded.committed
 )
-SELECT last_offset FROM p
+SELECT last_offset, removed_through FROM p
 """
 
 _TOPIC_COLUMNS = "SELECT name, partitions, config, created FROM tidelog_topics"
@@ -166,6 +185,17 @@ def _columns(value: bytes | str) -> tuple[bytes | None, str | None]:
     return None, value
 
 
+def _size(blob: bytes | None, text: str | None, meta: bytes | None) -> int:
+    """A record's bytes in its partition's count: the octets of its stored
+    value and meta, as PostgreSQL's octet_length counts them."""
+    n = 0 if meta is None else len(meta)
+    if blob is not None:
+        n += len(blob)
+    if text:
+        n += len(text) if text.isascii() else len(text.encode())
+    return n
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -179,7 +209,7 @@ class _PartitionGone(Exception):
     """A cached partition id no longer exists (its topic was deleted)."""
 
 
-class PostgresStore:
+class PostgresStore(PostgresQueues, PostgresConsumers, PostgresGroups, PostgresRetention):
     """Store protocol on a PostgreSQL database."""
 
     dialect = "postgres"
@@ -446,13 +476,13 @@ class PostgresStore:
         return True
 
     def partitions(self, topic: str) -> list[PartitionInfo]:
-        # Offsets are dense from the oldest record held to last_offset, so a
-        # partition's count needs no scan: one index probe for the oldest.
+        # The partition row counts its records and bytes, so describing needs
+        # no scan: one index probe for the oldest record held.
         with self._conn() as conn:
             rows = conn.execute(
                 """
                 SELECT p.partition, p.last_offset,
-                       (SELECT min("offset") FROM tidelog_records WHERE pid = p.id)
+                       (SELECT min("offset") FROM tidelog_records WHERE pid = p.id), p.records, p.bytes
                 FROM tidelog_topics t JOIN tidelog_partitions p ON p.topic_id = t.id
                 WHERE t.name = %s ORDER BY p.partition
                 """,
@@ -461,10 +491,10 @@ class PostgresStore:
         if not rows:
             raise UnknownTopic(f"topic {topic!r} does not exist")
         return [
-            PartitionInfo(partition, last + 1, last, 0)
+            PartitionInfo(partition, last + 1, last, 0, 0)
             if first is None
-            else PartitionInfo(partition, first, last, last - first + 1)
-            for partition, last, first in rows
+            else PartitionInfo(partition, first, last, records, size)
+            for partition, last, first, records, size in rows
         ]
 
     # records ---------------------------------------------------------------
@@ -472,13 +502,14 @@ class PostgresStore:
     def append_one(
         self, topic: str, partition: int, timestamp: int, value: bytes | str, meta: bytes | None = None
     ) -> int:
-        params = [0, timestamp, *_columns(value), meta]
+        blob, text = _columns(value)
+        params = [_size(blob, text, meta), 0, timestamp, blob, text, meta]
         entry = self._pids.get(topic)
         for attempt in (0, 1):
             if entry is None or attempt or partition >= len(entry[1]):
-                params[0] = self._pid(topic, partition, refresh=attempt == 1)
+                params[1] = self._pid(topic, partition, refresh=attempt == 1)
             else:
-                params[0] = entry[1][partition]
+                params[1] = entry[1][partition]
             with self._conn() as conn:
                 row = conn.execute(_APPEND_ONE, params).fetchone()
             if row is not None:
@@ -497,7 +528,7 @@ class PostgresStore:
     ) -> int:
         return self.append_many([AppendBatch(topic, partition, timestamp, values, metas)])[0]
 
-    def append_many(self, batches: Sequence[AppendBatch]) -> list[int]:
+    def append_many(self, batches: Sequence[AppendBatch], txn: str | None = None) -> list[int] | Replayed:
         params = [_append_params(b) for b in batches]
         gone = batches[0]
         for attempt in (0, 1):
@@ -505,6 +536,8 @@ class PostgresStore:
                 p["pid"] = self._pid(b.topic, b.partition, refresh=attempt == 1)
             try:
                 with self._conn() as conn:
+                    if txn is not None:
+                        return self._append_once(conn, params, batches, txn)
                     if len(batches) == 1:
                         row = conn.execute(_APPEND, params[0]).fetchone()
                         if row is None:
@@ -518,18 +551,33 @@ class PostgresStore:
 
     @staticmethod
     def _append_in_transaction(conn: psycopg.Connection, params: list[dict[str, Any]]) -> list[int]:
-        # Partitions are locked in pid order, so two group commits over the
-        # same partitions never wait for each other in a cycle; a partition
-        # named twice gets its batches in the order given.
-        order = sorted(range(len(params)), key=lambda i: params[i]["pid"])
-        firsts = [0] * len(params)
         with conn.transaction(), conn.pipeline():
-            cursors = [(i, conn.execute(_APPEND, params[i])) for i in order]
-            for i, cur in cursors:
-                row = cur.fetchone()
-                if row is None:
-                    raise _PartitionGone(i)  # rolls the whole transaction back
-                firsts[i] = row[0]
+            return _append_all(conn, params)
+
+    @staticmethod
+    def _append_once(
+        conn: psycopg.Connection, params: list[dict[str, Any]], batches: Sequence[AppendBatch], txn: str
+    ) -> list[int] | Replayed:
+        """An idempotent write: claim the txn id, append, record the result,
+        all in one transaction. A second writer of the same id waits on the
+        claim until the first commits (then replays its result) or rolls
+        back (then writes itself)."""
+        with conn.transaction():
+            claimed = conn.execute(
+                "INSERT INTO tidelog_txns (id, result, created) VALUES (%s, '[]', %s) "
+                "ON CONFLICT (id) DO NOTHING RETURNING 1",
+                (txn, _now_ms()),
+            ).fetchone()
+            if claimed is None:
+                ts, done = conn.execute("SELECT result FROM tidelog_txns WHERE id = %s", (txn,)).fetchone()[0]
+                return Replayed(ts, [tuple(b) for b in done])
+            with conn.pipeline():
+                firsts = _append_all(conn, params)
+            done = [[b.topic, b.partition, f, len(b.values)] for b, f in zip(batches, firsts)]
+            conn.execute(
+                "UPDATE tidelog_txns SET result = %s WHERE id = %s",
+                (Jsonb([batches[0].timestamp, done]), txn),
+            )
         return firsts
 
     def read(self, topic: str, partition: int, after: int, limit: int) -> list[tuple]:
@@ -541,9 +589,15 @@ class PostgresStore:
             if rows and shape is not _READ_ANY and None in map(_blobs, rows):
                 shape = _READ_ANY
                 rows = conn.execute(shape, params, binary=True).fetchall()
+            held = True
+            if not rows or (after and rows[0][0] != after + 1):
+                # Nothing, or a gap: compaction (fine) or retention removed
+                # what was asked for (reading from 0 never is).
+                held = self.check_start(conn, topic, partition, pid, after)
         if not rows:
-            # An idle read is the moment to notice a topic deleted elsewhere.
-            self._pid(topic, partition, refresh=True)
+            if not held:
+                # An idle read is the moment to notice a topic deleted elsewhere.
+                self._pid(topic, partition, refresh=True)
             return rows
         if shape is not _READ_ANY:
             return rows
@@ -567,14 +621,35 @@ class PostgresStore:
             with self._conn() as conn:
                 row = conn.execute(sql, params).fetchone()
             if row is not None:
-                last = row[0]
-                if offset > last:
-                    raise OffsetOutOfRange(
-                        f"offset {offset} is past the end of {topic!r}/{partition} (last offset {last})",
-                        last=last,
-                    )
+                self._check_offset(topic, partition, offset, *row)
                 return
         raise UnknownTopic(f"topic {topic!r} does not exist")
+
+    @staticmethod
+    def _check_offset(topic: str, partition: int, offset: int, last: int, removed: int = 0) -> None:
+        """OffsetOutOfRange when `offset` is past the end, or (for a seek)
+        before what retention kept; 0 is never before it."""
+        if offset > last:
+            raise OffsetOutOfRange(
+                f"offset {offset} is past the end of {topic!r}/{partition} (last offset {last})",
+                last=last,
+            )
+        if 0 < offset < removed:
+            raise OffsetOutOfRange(
+                f"offset {offset + 1} of {topic!r}/{partition} was removed by retention; "
+                f"the first available offset is {removed + 1}",
+                first=removed + 1,
+                last=last,
+            )
+
+    def _commit_in(
+        self, conn: psycopg.Connection, group: str, topic: str, partition: int, pid: int, offset: int
+    ) -> None:
+        """A commit inside the caller's transaction (a fenced group commit)."""
+        row = conn.execute(_COMMIT, {"grp": group, "pid": pid, "offset": offset}).fetchone()
+        if row is None:
+            raise UnknownTopic(f"topic {topic!r} does not exist")
+        self._check_offset(topic, partition, offset, row[0])
 
     def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
         params = {"grp": group, "pid": self._pid(topic, partition), "offset": offset}
@@ -621,6 +696,22 @@ class PostgresStore:
         return [r[0] for r in rows]
 
 
+def _append_all(conn: psycopg.Connection, params: list[dict[str, Any]]) -> list[int]:
+    """Append each batch in the caller's transaction; the first offset of each."""
+    # Partitions are locked in pid order, so two group commits over the
+    # same partitions never wait for each other in a cycle; a partition
+    # named twice gets its batches in the order given.
+    order = sorted(range(len(params)), key=lambda i: params[i]["pid"])
+    firsts = [0] * len(params)
+    cursors = [(i, conn.execute(_APPEND, params[i])) for i in order]
+    for i, cur in cursors:
+        row = cur.fetchone()
+        if row is None:
+            raise _PartitionGone(i)  # rolls the whole transaction back
+        firsts[i] = row[0]
+    return firsts
+
+
 def _append_params(batch: AppendBatch) -> dict[str, Any]:
     """Statement parameters for one batch: bytes and text values in their own arrays."""
     values = batch.values if isinstance(batch.values, list) else list(batch.values)
@@ -632,11 +723,23 @@ def _append_params(batch: AppendBatch) -> dict[str, Any]:
     else:
         blobs, texts = map(list, zip(*map(_columns, values)))
     metas = batch.metas
+    if metas is not None and not isinstance(metas, list):
+        metas = list(metas)
+    if blobs is values:
+        size = sum(map(len, values))
+    elif texts is values:
+        joined = "".join(texts)
+        size = len(joined) if joined.isascii() else len(joined.encode())
+    else:
+        size = sum(map(_size, blobs, texts, repeat(None)))
+    if metas is not None:
+        size += sum(map(len, filter(None, metas)))
     return {
         "n": len(values),
+        "size": size,
         "pid": 0,
         "ts": batch.timestamp,
         "values": blobs,
         "texts": texts,
-        "metas": metas if metas is None or isinstance(metas, list) else list(metas),
+        "metas": metas,
     }

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..errors import (
     ConfigurationError,
+    InvalidValue,
     OffsetOutOfRange,
     StoreError,
     TopicConflict,
@@ -396,6 +397,8 @@ class SQLiteStore(SQLiteQueues, SQLiteConsumers, SQLiteGroups, SQLiteRetention):
                     raise StoreError("the store is closed")
                 try:
                     cur = self._db.execute(_APPEND_ONE, (lo, pid, timestamp, value, meta))
+                except UnicodeEncodeError:
+                    raise InvalidValue("value is not valid Unicode (it holds a lone surrogate)") from None
                 except sqlite3.Error as e:
                     raise StoreError(f"append to {topic!r}/{partition} failed: {e}") from None
                 if cur.rowcount == 1:
@@ -441,6 +444,8 @@ class SQLiteStore(SQLiteQueues, SQLiteConsumers, SQLiteGroups, SQLiteRetention):
                 return firsts
             except _PartitionGone:
                 continue  # our cached pids were stale: look them up again once
+            except UnicodeEncodeError:
+                raise InvalidValue("a value is not valid Unicode (it holds a lone surrogate)") from None
             except sqlite3.Error as e:
                 raise StoreError(f"append failed: {e}") from None
         raise UnknownTopic(f"topic {gone.topic!r} does not exist")

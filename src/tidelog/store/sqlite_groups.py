@@ -117,7 +117,8 @@ class SQLiteGroups:
             "SELECT generation, members, layout FROM group_state WHERE grp = ?", (group,)
         ).fetchone()
         new_members = json.dumps(sorted(members.items()))
-        new_layout = json.dumps(sorted((t, len(p)) for t, p in layout.items()))
+        # By partition id: a topic deleted and made again with as many partitions is new.
+        new_layout = json.dumps(sorted((t, p) for t, p in layout.items()))
         if new_members != member_key or new_layout != layout_key:
             generation += 1
             current = {

@@ -1,0 +1,189 @@
+"""Spark benchmark: format "tidelog" beside plain Python doing the same work.
+
+Prints figures, never passes or fails. Reads N records of 100 bytes from a
+4-partition SQLite topic into Spark on local[2] (a noop sink, so every
+column reaches the JVM), after one warm-up, next to a plain-Python read of
+the same records with `Log.read`; then writes N records through the sink
+next to a plain-Python `Log.write` of the same records.
+
+    python bench/spark.py [--records 1000000] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+
+import tidelog
+import tidelog.spark
+
+VALUE = os.urandom(100)
+PARTITIONS = 4
+CHUNK = 10_000
+
+
+class Clock:
+    """Wall time and CPU time of this process plus, for Spark, the JVM and
+    every process under it (Python workers): CPU per record is what a shared
+    machine makes scarce, so it is printed beside the rates."""
+
+    def __init__(self, jvm_pid: int | None):
+        self.jvm_pid = jvm_pid
+
+    def cpu(self) -> float:
+        total = time.process_time()
+        if self.jvm_pid is None or not os.path.isdir("/proc"):
+            return total
+        parents, ticks = {}, {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                # ppid, then utime stime cutime cstime (cutime: reaped workers)
+                parents[int(entry)] = int(fields[1])
+                ticks[int(entry)] = sum(int(x) for x in fields[11:15])
+        tree, grew = {self.jvm_pid}, True
+        while grew:
+            grew = False
+            for pid, ppid in parents.items():
+                if ppid in tree and pid not in tree:
+                    tree.add(pid)
+                    grew = True
+        return total + sum(ticks.get(pid, 0) for pid in tree) / os.sysconf("SC_CLK_TCK")
+
+
+def best_pair(
+    clock: Clock, runs: int, plain: Callable[[], int], spark: Callable[[], int], n: int
+) -> list[tuple[float, float]]:
+    """(best wall seconds, CPU seconds of that run) for plain and Spark, over
+    `runs` rounds alternating the two so that both see the same load."""
+    results: list[list[tuple[float, float]]] = [[], []]
+    for _ in range(runs):
+        for fn, times in ((plain, results[0]), (spark, results[1])):
+            wall, cpu = time.perf_counter(), clock.cpu()
+            seen = fn()
+            times.append((time.perf_counter() - wall, clock.cpu() - cpu))
+            assert seen == n, f"saw {seen} records, not {n}"
+    return [min(r) for r in results]
+
+
+def fill(url: str, topic: str, n: int) -> None:
+    with tidelog.open(url) as log:
+        log.create_topic(topic, partitions=PARTITIONS)
+        producer = log.producer()
+        per = n // PARTITIONS
+        for p in range(PARTITIONS):
+            for lo in range(0, per, CHUNK):
+                producer.send_batch(topic, [VALUE] * min(CHUNK, per - lo), partition=p)
+
+
+def python_read(url: str, topic: str) -> int:
+    seen = 0
+    with tidelog.open(url) as log:
+        for p in range(PARTITIONS):
+            after = 0
+            while page := log.read(topic, p, after=after, limit=100_000):
+                seen += len(page)
+                after = page[-1].offset
+    return seen
+
+
+def python_write(url: str, topic: str, n: int) -> int:
+    with tidelog.open(url) as log:
+        log.create_topic(topic, partitions=PARTITIONS)
+        producer = log.producer()
+        for lo in range(0, n, CHUNK):
+            producer.send_batch(topic, [VALUE] * min(CHUNK, n - lo))
+        return log.describe(topic).records
+
+
+def spark_read(spark, url: str, topic: str) -> int:
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    seen = Observation("seen")
+    df = spark.read.format("tidelog").option("url", url).option("subscribe", topic).load()
+    # Every column reaches the JVM; the observation counts rows on the way.
+    df.observe(seen, F.count(F.lit(1)).alias("rows")).write.format("noop").mode("overwrite").save()
+    return seen.get["rows"]
+
+
+def python_count(url: str, topic: str) -> int:
+    with tidelog.open(url) as log:
+        return log.describe(topic).records
+
+
+def spark_write(spark, source, url: str, topic: str) -> int:
+    with tidelog.open(url) as log:
+        log.create_topic(topic, partitions=PARTITIONS)
+    source.write.format("tidelog").option("url", url).option("topic", topic).mode("append").save()
+    return python_count(url, topic)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    n = args.records
+    tmp = tempfile.mkdtemp(prefix="tidelog-bench-spark-")
+    try:
+        url = os.path.join(tmp, "bench.db")
+        fill(url, "in", n)
+        spark = tidelog.spark.session(
+            "local[2]",
+            "tidelog-bench",
+            **{
+                "spark.ui.enabled": "false",
+                "spark.ui.showConsoleProgress": "false",
+                "spark.sql.shuffle.partitions": "2",
+            },
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        gateway = getattr(spark.sparkContext, "_gateway", None)
+        clock = Clock(getattr(getattr(gateway, "proc", None), "pid", None))
+
+        spark_read(spark, url, "in")  # warm-up: Python workers start, the JIT warms
+        py_read, sp_read = best_pair(
+            clock, args.runs, lambda: python_read(url, "in"), lambda: spark_read(spark, url, "in"), n
+        )
+
+        # The sink's input: the same 100-byte values, made in Spark.
+        source = spark.range(0, n, numPartitions=2).selectExpr(f"unhex('{VALUE.hex()}') AS value")
+        spark_write(spark, source, url, "warm-up")
+        runs = iter(range(1_000_000))
+        py_write, sp_write = best_pair(
+            clock,
+            args.runs,
+            lambda: python_write(url, f"py-out-{next(runs)}", n),
+            lambda: spark_write(spark, source, url, f"sp-out-{next(runs)}"),
+            n,
+        )
+        spark.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    print(f"records: {n:,} of {len(VALUE)} bytes, {PARTITIONS} partitions, local[2], best of {args.runs}")
+    print(f"| {'work':<32} | {'records/s':>9} | {'vs plain Python':>15} | {'CPU s per 1M records':>20} |")
+    print(f"| {'-' * 32} | {'-' * 9}: | {'-' * 15}: | {'-' * 20}: |")
+    rows = [
+        ("read, plain Python (Log.read)", py_read, None),
+        ("read into Spark (noop sink)", sp_read, py_read),
+        ("write, plain Python (Log.write)", py_write, None),
+        ("write through the Spark sink", sp_write, py_write),
+    ]
+    for name, (wall, cpu), base in rows:
+        ratio = "" if base is None else f"{base[0] / wall:.2f}"
+        print(f"| {name:<32} | {n / wall:>9,.0f} | {ratio:>15} | {cpu * 1e6 / n:>20.2f} |")
+    print(f"load average after the runs: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,261 @@
+"""Stream group membership on PostgreSQL: members, generations, owners, targets.
+
+Mechanics only: the assignment itself is computed by the core's assignor,
+passed in as `assign`, inside the transaction that needs it.
+
+Every change to a group's membership (join, heartbeat, release, leave) is one
+transaction that first locks the group's row in `tidelog_group_state`
+(SELECT ... FOR UPDATE), so rebalances of one group take turns across any
+number of connections, processes and machines, and each sees the members
+the one before it left. READ COMMITTED is enough: every statement after the
+lock reads what the previous holder committed.
+
+A fenced commit does not take the group lock: it holds the partition's
+assignment row FOR SHARE while it checks ownership and writes the offset, so
+a rebalance that would hand the partition on (an UPDATE of that row) waits
+for the commit, and a commit that arrives after the hand-over sees it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..errors import NotAssigned, StaleGeneration
+from .base import GroupMember, GroupSync
+
+if TYPE_CHECKING:
+    import psycopg
+
+# assign(members: {member: [topics]}, layout: {topic: partitions},
+#        current: {(topic, partition): owner}) -> {(topic, partition): member}
+Assign = Callable[[dict[str, list[str]], dict[str, int], dict[tuple[str, int], str | None]], dict]
+
+_LOCK = "SELECT generation, members, layout FROM tidelog_group_state WHERE grp = %s FOR UPDATE"
+
+# Creates the group's row on first use and takes its lock in one statement
+# (ON CONFLICT DO UPDATE locks the row as FOR UPDATE does).
+_JOIN_LOCK = """
+INSERT INTO tidelog_group_state (grp, generation, assignor, members, layout)
+VALUES (%(grp)s, 0, %(assignor)s, '', '')
+ON CONFLICT (grp) DO UPDATE SET assignor = excluded.assignor
+RETURNING generation, members, layout
+"""
+
+_STALE = "member {member!r} is no longer in group {group!r} (its session expired or it left); rejoin"
+
+
+class PostgresGroups:
+    """Mixed into PostgresStore; uses its pooled connections and pid cache."""
+
+    _conn: Any
+    _pid: Any
+    _commit_in: Any
+
+    def group_join(
+        self,
+        group: str,
+        member: str,
+        topics: list[str],
+        session_ms: int,
+        assignor: str,
+        now: int,
+        assign: Assign,
+    ) -> GroupSync:
+        with self._conn() as conn, conn.transaction():
+            conn.execute(
+                "INSERT INTO tidelog_groups (name, mode, config, created) VALUES (%s, 'stream', '{}', %s) "
+                "ON CONFLICT (name) DO NOTHING",
+                (group, now),
+            )
+            state = conn.execute(_JOIN_LOCK, {"grp": group, "assignor": assignor}).fetchone()
+            conn.execute(
+                "INSERT INTO tidelog_group_members (grp, member, topics, session_ms, heartbeat, joined) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (grp, member) DO UPDATE SET "
+                "topics = excluded.topics, session_ms = excluded.session_ms, heartbeat = excluded.heartbeat",
+                (group, member, sorted(set(topics)), session_ms, now, now),
+            )
+            return self._sync(conn, group, member, now, assign, state)
+
+    def group_heartbeat(self, group: str, member: str, now: int, assign: Assign) -> GroupSync:
+        with self._conn() as conn, conn.transaction():
+            state = conn.execute(_LOCK, (group,)).fetchone()
+            alive = state is not None and (
+                conn.execute(
+                    "UPDATE tidelog_group_members SET heartbeat = %s WHERE grp = %s AND member = %s",
+                    (now, group, member),
+                ).rowcount
+                == 1
+            )
+            if not alive:
+                raise StaleGeneration(_STALE.format(member=member, group=group))
+            return self._sync(conn, group, member, now, assign, state)
+
+    def group_release(
+        self, group: str, member: str, partitions: list[tuple[str, int]], now: int, assign: Assign
+    ) -> GroupSync:
+        with self._conn() as conn, conn.transaction():
+            state = conn.execute(_LOCK, (group,)).fetchone()
+            if state is None:
+                return GroupSync(0, [], [])  # no such group: nothing is held
+            if partitions:
+                conn.execute(
+                    "UPDATE tidelog_group_assignment a SET owner = NULL "
+                    "FROM unnest(%s::text[], %s::integer[]) AS r(topic, partition) "
+                    "WHERE a.grp = %s AND a.owner = %s AND a.topic = r.topic AND a.partition = r.partition",
+                    ([t for t, _ in partitions], [p for _, p in partitions], group, member),
+                )
+            return self._sync(conn, group, member, now, assign, state)
+
+    def group_leave(self, group: str, member: str, now: int, assign: Assign) -> None:
+        with self._conn() as conn, conn.transaction():
+            state = conn.execute(_LOCK, (group,)).fetchone()
+            if state is None:
+                return
+            conn.execute("DELETE FROM tidelog_group_members WHERE grp = %s AND member = %s", (group, member))
+            conn.execute(
+                "UPDATE tidelog_group_assignment SET owner = NULL WHERE grp = %s AND owner = %s",
+                (group, member),
+            )
+            self._sync(conn, group, None, now, assign, state)
+
+    def _sync(
+        self,
+        conn: psycopg.Connection,
+        group: str,
+        member: str | None,
+        now: int,
+        assign: Assign,
+        state: tuple[int, str, str],
+    ) -> GroupSync:
+        """Expire silent members, rebalance when the members or the partitions
+        changed, hand over what nobody holds; `member`'s view. Runs holding
+        the group's lock."""
+        members: dict[str, list[str]] = {}
+        expired = []
+        for name, topics, session_ms, heartbeat in conn.execute(
+            "SELECT member, topics, session_ms, heartbeat FROM tidelog_group_members WHERE grp = %s", (group,)
+        ):
+            if heartbeat + session_ms < now and name != member:
+                expired.append(name)
+            else:
+                members[name] = list(topics)
+        if expired:
+            conn.execute(
+                "DELETE FROM tidelog_group_members WHERE grp = %s AND member = ANY(%s)", (group, expired)
+            )
+            conn.execute(
+                "UPDATE tidelog_group_assignment SET owner = NULL WHERE grp = %s AND owner = ANY(%s)",
+                (group, expired),
+            )
+        subscribed = sorted({t for ts in members.values() for t in ts})
+        layout: dict[str, list[int]] = {}
+        if subscribed:
+            for name, pids in conn.execute(
+                "SELECT t.name, array_agg(p.id ORDER BY p.partition) FROM tidelog_topics t "
+                "JOIN tidelog_partitions p ON p.topic_id = t.id WHERE t.name = ANY(%s) GROUP BY t.name",
+                (subscribed,),
+            ):
+                layout[name] = list(pids)
+        generation, member_key, layout_key = state
+        new_members = json.dumps(sorted(members.items()))
+        # The partition ids, not only the counts: a topic deleted and created
+        # again under its name is new partitions, and rebalances.
+        new_layout = json.dumps(sorted(layout.items()))
+        if new_members != member_key or new_layout != layout_key:
+            generation += 1
+            current = {
+                (t, p): owner
+                for t, p, owner in conn.execute(
+                    "SELECT topic, partition, coalesce(owner, target) FROM tidelog_group_assignment WHERE grp = %s",
+                    (group,),
+                )
+            }
+            targets = assign(members, {t: len(p) for t, p in layout.items()}, current)
+            rows = sorted(
+                (pid, topic, partition, targets.get((topic, partition)))
+                for topic, pids in layout.items()
+                for partition, pid in enumerate(pids)
+            )  # by pid: concurrent writers of these rows lock them in one order
+            conn.execute(
+                "INSERT INTO tidelog_group_assignment (grp, pid, topic, partition, owner, target) "
+                "SELECT %s, r.pid, r.topic, r.partition, NULL, r.target "
+                "FROM unnest(%s::bigint[], %s::text[], %s::integer[], %s::text[]) AS r(pid, topic, partition, target) "
+                "ON CONFLICT (grp, pid) DO UPDATE SET target = excluded.target",
+                (group, *([r[i] for r in rows] for i in range(4))),
+            )
+            conn.execute(
+                "DELETE FROM tidelog_group_assignment WHERE grp = %s AND pid <> ALL(%s::bigint[])",
+                (group, [r[0] for r in rows]),
+            )
+            conn.execute(
+                "UPDATE tidelog_group_state SET generation = %s, members = %s, layout = %s WHERE grp = %s",
+                (generation, new_members, new_layout, group),
+            )
+        # A partition changes hands only once nobody holds it.
+        conn.execute(
+            "UPDATE tidelog_group_assignment SET owner = target, owner_gen = %s "
+            "WHERE grp = %s AND owner IS NULL AND target IS NOT NULL",
+            (generation, group),
+        )
+        owned, revoke = [], []
+        if member is not None:
+            for topic, partition, target in conn.execute(
+                "SELECT topic, partition, target FROM tidelog_group_assignment WHERE grp = %s AND owner = %s "
+                "ORDER BY topic, partition",
+                (group, member),
+            ):
+                owned.append((topic, partition))
+                if target != member:
+                    revoke.append((topic, partition))
+        return GroupSync(generation, owned, revoke)
+
+    def group_commit(
+        self, group: str, member: str, generation: int, topic: str, partition: int, offset: int
+    ) -> None:
+        pid = self._pid(topic, partition)
+        with self._conn() as conn, conn.transaction():
+            # Lock the ownership first, then look at the member: an expiry or
+            # a leave in flight clears the owner only after this commit ends.
+            row = conn.execute(
+                "SELECT owner, owner_gen FROM tidelog_group_assignment WHERE grp = %s AND pid = %s FOR SHARE",
+                (group, pid),
+            ).fetchone()
+            known = conn.execute(
+                "SELECT 1 FROM tidelog_group_members WHERE grp = %s AND member = %s", (group, member)
+            ).fetchone()
+            if known is None:
+                raise StaleGeneration(
+                    f"member {member!r} is no longer in group {group!r}; its commit was refused (rejoin)"
+                )
+            if row is None or row[0] != member:
+                raise NotAssigned(
+                    f"member {member!r} does not own {topic!r}/{partition} in group {group!r}; commit refused"
+                )
+            if generation < row[1]:
+                raise StaleGeneration(
+                    f"commit from generation {generation} refused: {topic!r}/{partition} was assigned to "
+                    f"{member!r} in generation {row[1]}"
+                )
+            self._commit_in(conn, group, topic, partition, pid, offset)
+
+    def group_members(self, group: str) -> list[GroupMember]:
+        # One statement, so members, owners and generation are one snapshot.
+        with self._conn() as conn:
+            rows = conn.execute(
+                """
+                SELECT m.member, m.topics, m.session_ms, m.heartbeat,
+                       coalesce((SELECT generation FROM tidelog_group_state WHERE grp = m.grp), 0),
+                       ARRAY(SELECT a.topic FROM tidelog_group_assignment a
+                             WHERE a.grp = m.grp AND a.owner = m.member ORDER BY a.topic, a.partition),
+                       ARRAY(SELECT a.partition FROM tidelog_group_assignment a
+                             WHERE a.grp = m.grp AND a.owner = m.member ORDER BY a.topic, a.partition)
+                FROM tidelog_group_members m WHERE m.grp = %s ORDER BY m.member
+                """,
+                (group,),
+            ).fetchall()
+        return [
+            GroupMember(name, list(topics), session_ms, heartbeat, list(zip(owned_t, owned_p)), generation)
+            for name, topics, session_ms, heartbeat, generation, owned_t, owned_p in rows
+        ]

@@ -1,0 +1,524 @@
+"""Queue groups on PostgreSQL: leases, acks, releases and dead letters.
+
+The mechanics only; the policy (when to dead-letter, what a delay means, how
+receipts look) is the core's, in `tidelog.queues`. The same model as
+`sqlite_queues`; what PostgreSQL adds is the locking that SQLite's single
+writer gave for free:
+
+- A receive locks its group's row (FOR UPDATE) before it looks past the
+  cursor, so receivers of one group take turns on new records, from any
+  number of connections and machines, and never lease one record twice.
+  Leases that fell due again are taken FOR UPDATE SKIP LOCKED, so a receive
+  never waits for an ack in flight (and never takes its record either).
+- Acks, extends and releases touch only their own state row, matched on the
+  receipt: whichever of a receive and an ack takes the row first wins, and
+  the other sees the row as the winner left it.
+- A receive is two round trips, both pipelined: one reads the group's lock,
+  the due leases and the new records; one writes the leases and the cursor
+  and commits. The core's `due_of` runs in between, on new records with a
+  meta blob only (only those can carry a delay).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import LeaseLost, UnknownGroup, UnknownTopic
+from .base import AppendBatch, Leased, QueueStats
+
+# Serialises the calls that take new records or move a cursor, per group and topic.
+LOCK_GROUP = "SELECT 1 FROM tidelog_queue_groups WHERE grp = %s AND topic_id = %s FOR UPDATE"
+
+# Leases due again (expired, released, delayed), oldest due first, per partition.
+_DUE = """
+SELECT p.i - 1, s."offset", s.due, s.deliveries
+FROM unnest(%(pids)s::bigint[]) WITH ORDINALITY AS p(pid, i)
+CROSS JOIN LATERAL (
+    SELECT "offset", due, deliveries FROM tidelog_queue_state
+    WHERE grp = %(grp)s AND pid = p.pid AND due <= %(now)s
+    ORDER BY due, "offset" LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+) s
+"""
+
+# Records past each partition's cursor, in offset order: the first one held
+# past it (one index probe), then a range of `limit` offsets from there.
+# Both bounds keep every plan an index range scan of at most `limit` rows,
+# whatever the table's statistics say; a gap that compaction left inside the
+# range only makes the batch smaller.
+_FRESH = """
+SELECT p.i - 1, r."offset", r.ts, r.value, r.text, r.meta
+FROM unnest(%(pids)s::bigint[]) WITH ORDINALITY AS p(pid, i)
+LEFT JOIN tidelog_queue_cursors c ON c.grp = %(grp)s AND c.pid = p.pid
+CROSS JOIN LATERAL (
+    SELECT min("offset") AS first FROM tidelog_records WHERE pid = p.pid AND "offset" > coalesce(c.scanned, 0)
+) f
+CROSS JOIN LATERAL (
+    SELECT "offset", ts, value, text, meta FROM tidelog_records
+    WHERE pid = p.pid AND "offset" >= f.first AND "offset" < f.first + %(limit)s
+) r
+ORDER BY p.i, r."offset"
+"""
+
+# Lease again the due rows chosen, and return their records; a row whose
+# record was removed meanwhile (trim, retention) has nothing to deliver and goes.
+_LEASE_AGAIN = """
+WITH v AS (
+    SELECT * FROM unnest(%(pids)s::bigint[], %(offsets)s::bigint[], %(receipts)s::text[])
+        AS v(pid, "offset", receipt)
+), r AS (
+    SELECT v.pid, v.receipt, t."offset", t.ts, t.value, t.text, t.meta
+    FROM v JOIN tidelog_records t ON t.pid = v.pid AND t."offset" = v."offset"
+), gone AS (
+    DELETE FROM tidelog_queue_state s USING v
+    WHERE s.grp = %(grp)s AND s.pid = v.pid AND s."offset" = v."offset"
+      AND NOT EXISTS (SELECT 1 FROM r WHERE r.pid = v.pid AND r."offset" = v."offset")
+), leased AS (
+    UPDATE tidelog_queue_state s SET due = %(deadline)s, deliveries = s.deliveries + 1, receipt = r.receipt
+    FROM r WHERE s.grp = %(grp)s AND s.pid = r.pid AND s."offset" = r."offset"
+)
+SELECT pid, "offset", ts, value, text, meta FROM r
+"""
+
+# New records taken into the group: leased ones, and delayed ones parked
+# until due; the cursor follows the highest offset taken. A row already there
+# (the cursor of a Redis group was moved back) is taken afresh.
+_TAKE_NEW = """
+WITH v AS (
+    SELECT pid, "offset", %(deadline)s::bigint AS due, 1 AS deliveries, receipt
+    FROM unnest(%(pids)s::bigint[], %(offsets)s::bigint[], %(receipts)s::text[]) AS l(pid, "offset", receipt)
+    UNION ALL
+    SELECT pid, "offset", due, 0, NULL
+    FROM unnest(%(delayed_pids)s::bigint[], %(delayed_offsets)s::bigint[], %(dues)s::bigint[])
+        AS d(pid, "offset", due)
+), s AS (
+    INSERT INTO tidelog_queue_state (grp, pid, "offset", due, deliveries, receipt)
+    SELECT %(grp)s, pid, "offset", due, deliveries, receipt FROM v
+    ON CONFLICT (grp, pid, "offset") DO UPDATE SET due = excluded.due, deliveries = excluded.deliveries,
+        receipt = excluded.receipt, consumer = NULL, delivered = NULL
+)
+INSERT INTO tidelog_queue_cursors (grp, pid, scanned)
+SELECT %(grp)s, pid, max("offset") FROM v GROUP BY pid
+ON CONFLICT (grp, pid) DO UPDATE SET scanned = greatest(tidelog_queue_cursors.scanned, excluded.scanned)
+"""
+
+_NEXT_DUE = """
+SELECT min(n.due) FROM unnest(%(pids)s::bigint[]) AS p(pid)
+CROSS JOIN LATERAL (
+    SELECT due FROM tidelog_queue_state WHERE grp = %(grp)s AND pid = p.pid AND due > %(now)s
+    ORDER BY due LIMIT 1
+) n
+"""
+
+FINISH = 'DELETE FROM tidelog_queue_state WHERE grp = %s AND pid = %s AND "offset" = %s AND receipt = %s'
+
+# What became of a lease that a receipt no longer holds.
+_LEASE_ROW = """
+SELECT (SELECT scanned FROM tidelog_queue_cursors WHERE grp = %(grp)s AND pid = %(pid)s),
+       s.grp IS NOT NULL, s.receipt, s.deliveries
+FROM (VALUES (1)) AS one
+LEFT JOIN tidelog_queue_state s ON s.grp = %(grp)s AND s.pid = %(pid)s AND s."offset" = %(offset)s
+"""
+
+_EXTEND = (
+    'UPDATE tidelog_queue_state SET due = %s WHERE grp = %s AND pid = %s AND "offset" = %s AND receipt = %s'
+)
+# A release makes a record due again, maybe ahead of everything: it holds
+# its group's row in share mode until it commits, so a receive that starts
+# meanwhile waits for it and then sees the record, as when writes take turns
+# on SQLite. (The lock comes first: an uncorrelated EXISTS runs once, up front.)
+_RELEASE = """
+WITH g AS (SELECT FROM tidelog_queue_groups WHERE grp = %(grp)s AND topic_id = %(topic_id)s FOR SHARE)
+UPDATE tidelog_queue_state SET due = %(due)s, receipt = NULL
+WHERE grp = %(grp)s AND pid = %(pid)s AND "offset" = %(offset)s AND receipt = %(receipt)s
+  AND EXISTS (SELECT FROM g)
+"""
+
+_STATE_COUNTS = """
+SELECT count(*) FILTER (WHERE due <= %(now)s),
+       count(*) FILTER (WHERE due > %(now)s AND receipt IS NOT NULL),
+       count(*) FILTER (WHERE due > %(now)s AND receipt IS NULL),
+       min(due) FILTER (WHERE due <= %(now)s),
+       (SELECT dead_lettered FROM tidelog_queue_groups WHERE grp = %(grp)s AND topic_id = %(topic_id)s)
+FROM tidelog_queue_state WHERE grp = %(grp)s AND pid = ANY(%(pids)s::bigint[])
+"""
+
+# Per partition: the cursor, and the first and last records past it.
+_WAITING = """
+SELECT p.pid, coalesce(c.scanned, 0), f.first, r.ts,
+       (SELECT max("offset") FROM tidelog_records WHERE pid = p.pid)
+FROM unnest(%(pids)s::bigint[]) AS p(pid)
+LEFT JOIN tidelog_queue_cursors c ON c.grp = %(grp)s AND c.pid = p.pid
+CROSS JOIN LATERAL (
+    SELECT min("offset") AS first FROM tidelog_records WHERE pid = p.pid AND "offset" > coalesce(c.scanned, 0)
+) f
+JOIN tidelog_records r ON r.pid = p.pid AND r."offset" = f.first
+"""
+
+
+def _append_row(columns: tuple[list, ...], *row: Any) -> None:
+    for column, value in zip(columns, row):
+        column.append(value)
+
+
+def stored(blob: bytes | None, text: str | None) -> bytes | str:
+    """A record's value from its two columns (see postgres.py: a str holding
+    NUL is kept as UTF-8 in `value` with `text` = '')."""
+    if text is None:
+        return blob  # type: ignore[return-value]
+    return text if blob is None else blob.decode()
+
+
+class _LeaseGone(Exception):
+    """Inside a transaction: the receipt holds no lease; roll back, then say why."""
+
+
+class _NoGroup(Exception):
+    """Inside a transaction: the group's row is missing; roll back, then say why."""
+
+
+class _PartitionGone(Exception):
+    """Inside a transaction: a cached partition id no longer exists; roll back, look again."""
+
+
+class PostgresQueues:
+    """Mixed into PostgresStore; uses its pool and pid cache."""
+
+    def _queue_progress(self, conn: Any, pid: int) -> tuple[list[int], int | None]:
+        """For retention: each queue group's finished prefix on a partition
+        (the offset before its lowest unfinished record, else its cursor) and
+        the lowest offset any group still has in progress."""
+        rows = conn.execute(
+            'SELECT c.scanned, (SELECT min(s."offset") FROM tidelog_queue_state s '
+            "WHERE s.grp = c.grp AND s.pid = c.pid) FROM tidelog_queue_cursors c WHERE c.pid = %s",
+            (pid,),
+        ).fetchall()
+        finished = [scanned if low is None else low - 1 for scanned, low in rows]
+        lows = [low for _, low in rows if low is not None]
+        return finished, (min(lows) if lows else None)
+
+    _conn: Any
+    _pid: Callable[..., int]
+    _pids: dict[str, tuple[int, tuple[int, ...]]]
+    _load_pids: Callable[[str], tuple[int, tuple[int, ...]] | None]
+
+    def _topic_pids(self, topic: str, refresh: bool = False) -> tuple[int, tuple[int, ...]]:
+        """(topic_id, pids in partition order); UnknownTopic when it does not exist."""
+        entry = None if refresh else self._pids.get(topic)
+        if entry is None:
+            entry = self._load_pids(topic)
+            if entry is None:
+                raise UnknownTopic(f"topic {topic!r} does not exist")
+        return entry
+
+    def _no_group(self, group: str, topic: str) -> Exception:
+        self._topic_pids(topic, refresh=True)  # UnknownTopic when the topic went with it
+        return UnknownGroup(f"queue group {group!r} does not exist on topic {topic!r}")
+
+    def queue_open(
+        self, group: str, topic: str, config: dict[str, Any], start: str, now: int
+    ) -> dict[str, Any]:
+        topic_id, pids = self._topic_pids(topic, refresh=True)
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT config FROM tidelog_queue_groups WHERE grp = %s AND topic_id = %s", (group, topic_id)
+            ).fetchone()
+            if row is not None:
+                return row[0]
+            with conn.transaction():
+                created = conn.execute(
+                    "INSERT INTO tidelog_queue_groups (grp, topic_id, config, created) "
+                    "VALUES (%s, %s, %s::jsonb, %s) ON CONFLICT DO NOTHING RETURNING 1",
+                    (group, topic_id, json.dumps(config, sort_keys=True), now),
+                ).fetchone()
+                if created is None:  # another connection created it just now
+                    return conn.execute(
+                        "SELECT config FROM tidelog_queue_groups WHERE grp = %s AND topic_id = %s",
+                        (group, topic_id),
+                    ).fetchone()[0]
+                conn.execute(
+                    "INSERT INTO tidelog_groups (name, mode, config, created) VALUES (%s, 'queue', '{}', %s) "
+                    "ON CONFLICT (name) DO NOTHING",
+                    (group, now),
+                )
+                conn.execute(
+                    "INSERT INTO tidelog_queue_cursors (grp, pid, scanned) "
+                    "SELECT %(grp)s, id, CASE WHEN %(latest)s THEN last_offset ELSE 0 END "
+                    "FROM tidelog_partitions WHERE id = ANY(%(pids)s::bigint[]) "
+                    "ON CONFLICT (grp, pid) DO UPDATE SET scanned = excluded.scanned",
+                    {"grp": group, "latest": start == "latest", "pids": list(pids)},
+                )
+        return config
+
+    def queue_receive(
+        self,
+        group: str,
+        topic: str,
+        now: int,
+        limit: int,
+        lease_ms: int,
+        due_of: Callable[[int, bytes | None], int],
+        new_receipt: Callable[[], str],
+    ) -> tuple[list[Leased], int | None]:
+        topic_id, pids = self._topic_pids(topic)
+        deadline = now + lease_ms
+        params = {"grp": group, "pids": list(pids), "now": now, "limit": limit}
+        try:
+            return self._lease_batch(params, topic_id, pids, now, limit, deadline, due_of, new_receipt)
+        except _NoGroup:
+            raise self._no_group(group, topic) from None
+
+    def _lease_batch(
+        self,
+        params: dict[str, Any],
+        topic_id: int,
+        pids: tuple[int, ...],
+        now: int,
+        limit: int,
+        deadline: int,
+        due_of: Callable[[int, bytes | None], int],
+        new_receipt: Callable[[], str],
+    ) -> tuple[list[Leased], int | None]:
+        group = params["grp"]
+        with self._conn() as conn, conn.transaction(), conn.pipeline():
+            lock = conn.execute(LOCK_GROUP, (group, topic_id))
+            due_rows = conn.execute(_DUE, params)
+            fresh_rows = conn.execute(_FRESH, params, binary=True)
+            if lock.fetchone() is None:
+                raise _NoGroup
+            # candidates: (due, partition, offset, deliveries, record or None)
+            candidates: list[tuple] = [(due, p, o, n, None) for p, o, due, n in due_rows]
+            # per partition: the new records in offset order as (offset, due, record or None if delayed)
+            fresh: dict[int, list[tuple]] = {}
+            running = 0
+            for partition, offset, ts, value, text, meta in fresh_rows:
+                marked = fresh.get(partition)
+                if marked is None:
+                    marked = fresh[partition] = []
+                    running = 0
+                due = ts if meta is None else due_of(ts, meta)
+                if due > now:
+                    marked.append((offset, due, None))  # delayed: not yet deliverable
+                    continue
+                # A new record is never due before an older one of its partition.
+                running = max(running, due)
+                record = (offset, ts, stored(value, text), meta)
+                marked.append((offset, running, record))
+                candidates.append((running, partition, offset, 0, record))
+            candidates.sort(key=lambda c: (c[0], c[1], c[2]))
+            taken = candidates[:limit]
+
+            # Statement parameters, a list a column: leases again, new
+            # leases, and delayed records parked (pids, offsets, receipts or dues).
+            again: tuple[list[int], list[int], list[str]] = ([], [], [])
+            leased: tuple[list[int], list[int], list[str]] = ([], [], [])
+            delayed: tuple[list[int], list[int], list[int]] = ([], [], [])
+            receipts: dict[tuple[int, int], str] = {}
+            for _, partition, offset, _, record in taken:
+                receipt = receipts[partition, offset] = new_receipt()
+                if record is None:
+                    _append_row(again, pids[partition], offset, receipt)
+            # New records taken, and the delayed ones in the unbroken run
+            # before the last of them, enter the state; the cursor follows.
+            for partition, marked in fresh.items():
+                for offset, due, record in marked:
+                    if record is None:
+                        _append_row(delayed, pids[partition], offset, due)
+                    elif (partition, offset) in receipts:
+                        _append_row(leased, pids[partition], offset, receipts[partition, offset])
+                    else:
+                        break
+
+            leased_again = None
+            if again[0]:
+                leased_again = conn.execute(
+                    _LEASE_AGAIN,
+                    {
+                        "grp": group,
+                        "pids": again[0],
+                        "offsets": again[1],
+                        "receipts": again[2],
+                        "deadline": deadline,
+                    },
+                    binary=True,
+                )
+            if leased[0] or delayed[0]:
+                conn.execute(
+                    _TAKE_NEW,
+                    {
+                        "grp": group,
+                        "deadline": deadline,
+                        "pids": leased[0],
+                        "offsets": leased[1],
+                        "receipts": leased[2],
+                        "delayed_pids": delayed[0],
+                        "delayed_offsets": delayed[1],
+                        "dues": delayed[2],
+                    },
+                )
+            # When waiting ends (only asked when the batch may come out short).
+            next_due_row = conn.execute(_NEXT_DUE, params) if len(taken) < limit or again[0] else None
+            records = {}
+            if leased_again is not None:
+                records = {(pid, o): (o, ts, stored(v, t), m) for pid, o, ts, v, t, m in leased_again}
+            next_due = next_due_row.fetchone()[0] if next_due_row is not None else None
+
+        out: list[Leased] = []
+        for _, partition, offset, deliveries, record in taken:
+            if record is None:
+                record = records.get((pids[partition], offset))
+                if record is None:  # removed by trim or retention meanwhile: nothing to deliver
+                    continue
+            out.append(
+                Leased(
+                    partition,
+                    offset,
+                    record[1],
+                    record[2],
+                    record[3],
+                    deliveries + 1,
+                    receipts[partition, offset],
+                    deadline,
+                )
+            )
+        return out, (next_due if len(out) < limit else None)
+
+    # settling ----------------------------------------------------------------
+
+    def _lease_lost(
+        self, conn: Any, group: str, topic: str, partition: int, pid: int, offset: int
+    ) -> LeaseLost:
+        _, found, receipt, deliveries = conn.execute(
+            _LEASE_ROW, {"grp": group, "pid": pid, "offset": offset}
+        ).fetchone()
+        return lease_lost(group, topic, partition, offset, found, receipt, deliveries)
+
+    def queue_ack(self, group: str, topic: str, partition: int, offset: int, receipt: str) -> None:
+        pid = self._pid(topic, partition)
+        with self._conn() as conn:
+            if conn.execute(FINISH, (group, pid, offset, receipt)).rowcount == 1:
+                return
+            scanned, found, held, deliveries = conn.execute(
+                _LEASE_ROW, {"grp": group, "pid": pid, "offset": offset}
+            ).fetchone()
+        if not found and scanned is not None and offset <= scanned:
+            return  # done already: acking twice is a no-op
+        raise lease_lost(group, topic, partition, offset, found, held, deliveries)
+
+    def queue_extend(
+        self, group: str, topic: str, partition: int, offset: int, receipt: str, deadline: int
+    ) -> None:
+        pid = self._pid(topic, partition)
+        with self._conn() as conn:
+            if conn.execute(_EXTEND, (deadline, group, pid, offset, receipt)).rowcount != 1:
+                raise self._lease_lost(conn, group, topic, partition, pid, offset)
+
+    def queue_release(
+        self, group: str, topic: str, partition: int, offset: int, receipt: str, due: int
+    ) -> None:
+        pid = self._pid(topic, partition)
+        params = {
+            "grp": group,
+            "topic_id": self._topic_pids(topic)[0],
+            "pid": pid,
+            "offset": offset,
+            "receipt": receipt,
+            "due": due,
+        }
+        with self._conn() as conn:
+            if conn.execute(_RELEASE, params).rowcount != 1:
+                raise self._lease_lost(conn, group, topic, partition, pid, offset)
+
+    def queue_dead_letter(
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        receipt: str,
+        dead_letter: AppendBatch,
+    ) -> int:
+        # The store's own append statement, so the dead-letter topic's offsets
+        # stay dense and its listeners are notified on commit.
+        from .postgres import _APPEND, _append_params
+
+        pid = self._pid(topic, partition)
+        topic_id = self._topic_pids(topic)[0]
+        append = _append_params(dead_letter)
+        for attempt in (0, 1):
+            append["pid"] = self._pid(dead_letter.topic, dead_letter.partition, refresh=attempt == 1)
+            with self._conn() as conn:
+                try:
+                    with conn.transaction(), conn.pipeline() as pipeline:
+                        # The group row first: the lock order of a receive.
+                        conn.execute(
+                            "UPDATE tidelog_queue_groups SET dead_lettered = dead_lettered + 1 "
+                            "WHERE grp = %s AND topic_id = %s",
+                            (group, topic_id),
+                        )
+                        finished = conn.execute(FINISH, (group, pid, offset, receipt))
+                        appended = conn.execute(_APPEND, append)
+                        pipeline.sync()
+                        if finished.rowcount != 1:
+                            raise _LeaseGone
+                        row = appended.fetchone()
+                        if row is None:
+                            # The dead-letter topic was deleted (maybe
+                            # recreated) since we cached its partition ids.
+                            raise _PartitionGone
+                        return row[0]
+                except _LeaseGone:
+                    raise self._lease_lost(conn, group, topic, partition, pid, offset) from None
+                except _PartitionGone:
+                    continue
+        raise UnknownTopic(f"dead-letter topic {dead_letter.topic!r} does not exist")
+
+    def queue_stats(
+        self, group: str, topic: str, now: int, due_of: Callable[[int, bytes | None], int]
+    ) -> QueueStats:
+        topic_id, pids = self._topic_pids(topic, refresh=True)
+        params = {"grp": group, "topic_id": topic_id, "pids": list(pids), "now": now}
+        with self._conn() as conn:
+            with conn.pipeline():
+                counts = conn.execute(_STATE_COUNTS, params)
+                waiting_rows = conn.execute(_WAITING, params).fetchall()
+                available, in_flight, delayed, oldest, dead = counts.fetchone()
+            for pid, scanned, first, first_ts, last in waiting_rows:
+                # Offsets past the cursor are dense but for what trim removed
+                # from the front: count from the first record held.
+                waiting = last - first + 1
+                # Only records with a meta blob can carry a delay.
+                for ts, meta in conn.execute(
+                    'SELECT ts, meta FROM tidelog_records WHERE pid = %s AND "offset" > %s AND meta IS NOT NULL',
+                    (pid, scanned),
+                    binary=True,
+                ):
+                    if due_of(ts, meta) > now:
+                        waiting -= 1
+                        delayed += 1
+                available += waiting
+                if waiting:
+                    oldest = first_ts if oldest is None else min(oldest, first_ts)
+        age = 0 if oldest is None else max(0, now - oldest)
+        return QueueStats(available, in_flight, delayed, dead or 0, age)
+
+
+def lease_lost(
+    group: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    found: bool,
+    receipt: str | None,
+    deliveries: int | None,
+) -> LeaseLost:
+    where = f"{topic!r}/{partition} offset {offset} in group {group!r}"
+    if not found:
+        return LeaseLost(f"record {where} is already done (acked or dead-lettered)")
+    if receipt is None:
+        return LeaseLost(f"the lease on {where} was released or expired; it will be delivered again")
+    return LeaseLost(
+        f"the lease on {where} expired and the record was delivered again (delivery {deliveries})"
+    )

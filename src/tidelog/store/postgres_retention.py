@@ -1,0 +1,201 @@
+"""Retention and compaction on PostgreSQL: scans and chunked deletes.
+
+Mechanics only; `tidelog.retention` decides what to remove. Each delete is
+one short transaction of at most `limit` records that also moves the
+partition's counters (records, bytes, removed_through) in the same
+statement, so describe stays exact without a scan.
+
+Space: deleted rows become dead tuples that autovacuum reclaims for reuse
+within the table; `reclaim` has nothing to do (see the README's Vacuum
+section for what to tune).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from ..errors import OffsetOutOfRange, StoreError, UnknownTopic
+
+if TYPE_CHECKING:
+    import psycopg
+
+# What a record counts as in a partition's bytes (as postgres._size does for appends).
+_SIZE = "coalesce(octet_length(value), 0) + coalesce(octet_length(text), 0) + coalesce(octet_length(meta), 0)"
+
+# Hold the partition against a topic delete (which locks it FOR UPDATE) but
+# not against appenders (FOR NO KEY UPDATE): a delete then waits for a
+# concurrent topic delete instead of deadlocking with it.
+_HOLD = "SELECT 1 FROM tidelog_partitions WHERE id = %s FOR KEY SHARE"
+
+# Up to `limit` of the oldest records at or below `through` go, and the
+# partition's counters move with them in the same statement. When fewer than
+# `limit` were left, nothing at or below `through` remains: the partition
+# starts after it.
+_DELETE_PREFIX = f"""
+WITH d AS (
+    DELETE FROM tidelog_records WHERE pid = %(pid)s AND "offset" <= (
+        SELECT max("offset") FROM (
+            SELECT "offset" FROM tidelog_records WHERE pid = %(pid)s AND "offset" <= %(through)s
+            ORDER BY "offset" LIMIT %(limit)s
+        ) AS chunk
+    )
+    RETURNING "offset", {_SIZE} AS size
+), s AS (SELECT count(*) AS n, coalesce(sum(size), 0) AS b, max("offset") AS top FROM d)
+UPDATE tidelog_partitions p
+SET records = p.records - s.n, bytes = p.bytes - s.b,
+    removed_through = greatest(p.removed_through, CASE WHEN s.n < %(limit)s THEN %(through)s ELSE s.top END)
+FROM s WHERE p.id = %(pid)s
+RETURNING s.n, s.b
+"""
+
+_DELETE_OFFSETS = f"""
+WITH d AS (
+    DELETE FROM tidelog_records WHERE pid = %(pid)s AND "offset" = ANY(%(offsets)s::bigint[])
+    RETURNING {_SIZE} AS size
+), s AS (SELECT count(*) AS n, coalesce(sum(size), 0) AS b FROM d)
+UPDATE tidelog_partitions p SET records = p.records - s.n, bytes = p.bytes - s.b
+FROM s WHERE p.id = %(pid)s
+RETURNING s.b
+"""
+
+
+class PostgresRetention:
+    """Mixed into PostgresStore; uses its pooled connections and pid cache."""
+
+    _conn: Any
+    _pid: Any
+
+    def set_topic_config(self, name: str, config: dict[str, Any]) -> None:
+        with self._conn() as conn:
+            cur = conn.execute(
+                "UPDATE tidelog_topics SET config = %s::jsonb WHERE name = %s",
+                (json.dumps(config, sort_keys=True), name),
+            )
+        if cur.rowcount != 1:
+            raise UnknownTopic(f"topic {name!r} does not exist")
+
+    @staticmethod
+    def removed_through(conn: psycopg.Connection, pid: int) -> int | None:
+        """The highest offset retention removed; None when the partition is gone."""
+        row = conn.execute("SELECT removed_through FROM tidelog_partitions WHERE id = %s", (pid,)).fetchone()
+        return None if row is None else row[0]
+
+    def check_start(self, conn: psycopg.Connection, topic: str, partition: int, pid: int, after: int) -> bool:
+        """OffsetOutOfRange when `after` lies before what retention kept;
+        False when the partition is gone (its topic was deleted).
+
+        0 means "before the first record", whichever that is now: never out of range.
+        """
+        removed = self.removed_through(conn, pid)
+        if removed is None:
+            return False
+        if 0 < after < removed:
+            raise OffsetOutOfRange(
+                f"offset {after + 1} of {topic!r}/{partition} was removed by retention; "
+                f"the first available offset is {removed + 1}",
+                first=removed + 1,
+            )
+        return True
+
+    def scan(
+        self, topic: str, partition: int, after: int, limit: int, with_meta: bool = False
+    ) -> list[tuple]:
+        """(offset, timestamp, bytes, meta or None, value is JSON null) rows for a cleaner."""
+        pid = self._pid(topic, partition)
+        meta = "meta" if with_meta else "NULL::bytea"
+        with self._conn() as conn:
+            return conn.execute(
+                f"SELECT \"offset\", ts, {_SIZE}, {meta}, coalesce(text = 'null', false) "
+                'FROM tidelog_records WHERE pid = %s AND "offset" > %s ORDER BY "offset" LIMIT %s',
+                (pid, after, limit),
+            ).fetchall()
+
+    def partition_bytes(self, topic: str, partition: int) -> int:
+        pid = self._pid(topic, partition)
+        with self._conn() as conn:
+            row = conn.execute("SELECT bytes FROM tidelog_partitions WHERE id = %s", (pid,)).fetchone()
+        if row is None:
+            raise UnknownTopic(f"topic {topic!r} does not exist")
+        return row[0]
+
+    def consumption(self, topic: str, partition: int) -> dict[str, Any]:
+        """What the groups of a partition finished, for retention="consumed":
+        committed offsets of stream groups, done-prefixes of queue groups, and
+        the lowest offset a queue group still has in progress."""
+        pid = self._pid(topic, partition)
+        with self._conn() as conn:
+            stream = [
+                r[0] for r in conn.execute("SELECT committed FROM tidelog_offsets WHERE pid = %s", (pid,))
+            ]
+            queues, in_flight = self._queue_progress(conn, pid)
+        return {"stream": stream, "queues": queues, "in_flight": in_flight}
+
+    def _queue_progress(self, conn: psycopg.Connection, pid: int) -> tuple[list[int], int | None]:
+        """Queue groups on a partition: each one's finished prefix (the offset
+        before its lowest unfinished record), and the lowest offset any of
+        them holds in progress (None when none).
+
+        The queue-group mixin overrides this with its own tables. A store
+        with queue groups but without the override would let retention remove
+        records a queue group has not finished, so it refuses instead.
+        """
+        if hasattr(self, "queue_receive"):
+            raise StoreError(
+                "this PostgreSQL store has queue groups but does not report their progress to retention "
+                "(_queue_progress); refusing to clean"
+            )
+        return [], None
+
+    def delete_prefix(self, topic: str, partition: int, through: int, limit: int) -> tuple[int, int]:
+        """Remove up to `limit` of the oldest records with offset <= through.
+
+        Returns (records removed, bytes removed). When nothing at or below
+        `through` remains, the partition's start moves past it.
+        """
+        pid = self._pid(topic, partition)
+        with self._conn() as conn, conn.transaction():
+            if conn.execute(_HOLD, (pid,)).fetchone() is None:
+                return 0, 0  # deleted meanwhile
+            row = conn.execute(_DELETE_PREFIX, {"pid": pid, "through": through, "limit": limit}).fetchone()
+        return row[0], row[1]
+
+    def delete_offsets(self, topic: str, partition: int, offsets: list[int]) -> int:
+        """Remove single records (compaction); returns bytes removed."""
+        if not offsets:
+            return 0
+        pid = self._pid(topic, partition)
+        with self._conn() as conn, conn.transaction():
+            if conn.execute(_HOLD, (pid,)).fetchone() is None:
+                return 0
+            row = conn.execute(_DELETE_OFFSETS, {"pid": pid, "offsets": list(offsets)}).fetchone()
+        # The partition's last_offset is a counter of its own: appends go on
+        # after the highest offset ever given even when the newest went here.
+        return row[0]
+
+    def record_clean(self, topic: str, report: dict[str, Any]) -> None:
+        with self._conn() as conn:
+            conn.execute(
+                "UPDATE tidelog_topics SET last_clean = %s::jsonb WHERE name = %s",
+                (json.dumps(report), topic),
+            )
+
+    def last_clean(self, topic: str) -> dict[str, Any] | None:
+        with self._conn() as conn:
+            row = conn.execute("SELECT last_clean FROM tidelog_topics WHERE name = %s", (topic,)).fetchone()
+        return row[0] if row else None
+
+    def reclaim(self, pages: int = 2000) -> int:
+        """Nothing to do: autovacuum makes deleted rows' space reusable, and
+        only VACUUM FULL (an exclusive lock) would shrink the files."""
+        return 0
+
+    def file_bytes(self) -> int:
+        """Bytes on disk of the log's tables with their indexes and TOAST."""
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' "
+                "AND c.relname LIKE 'tidelog\\_%'"
+            ).fetchone()
+        return int(row[0])
