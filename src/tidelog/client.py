@@ -1,11 +1,15 @@
 """The http:// store: the Store protocol over a tidelog server's /v1 API.
 
 `tidelog.open("http://host:7070")` puts the ordinary core (Log, Producer,
-Consumer) on top of this store, so code written against a file runs
-unchanged against a server. The core still validates and encodes here; the
-server checks again and commits. Records round-trip byte for byte (see
-`tidelog.wire`) and server errors come back as the same `tidelog.errors`
-classes, by their `code`.
+Consumer, queue groups, group members, retention) on top of this store, so
+code written against a file runs unchanged against a server. The core still
+validates and encodes here; the server checks again and commits. Records
+round-trip byte for byte (see `tidelog.wire`) and server errors come back as
+the same `tidelog.errors` classes, by their `code`.
+
+Where the core hands a store policy (`due_of`, `new_receipt`, `assign`) or
+its clock (`now`), the server's core applies its own instead: the server
+owns leases, receipts, assignment and cleaning, whoever its clients are.
 
 A token travels in the URL (`http://:TOKEN@host:7070`) or in the
 TIDELOG_TOKEN environment variable, read by `tidelog.open`.
@@ -22,7 +26,18 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from . import errors
 from .errors import ConfigurationError, StoreError, TidelogError, TopicConflict, UnknownTopic
-from .store.base import AppendBatch, GroupOffset, PartitionInfo, TopicInfo
+from .records import decode_headers, decode_meta
+from .store.base import (
+    AppendBatch,
+    GroupMember,
+    GroupOffset,
+    GroupSync,
+    Leased,
+    PartitionInfo,
+    QueueStats,
+    Replayed,
+    TopicInfo,
+)
 from .wire import stored_to_wire, wire_to_row
 
 READ_PAGE = 10_000  # the server's largest read
@@ -172,9 +187,35 @@ class HTTPStore:
     def partitions(self, topic: str) -> list[PartitionInfo]:
         d = self._call("GET", f"/v1/topics/{_seg(topic)}")
         return [
-            PartitionInfo(p["partition"], p["first_offset"], p["last_offset"], p["records"])
+            PartitionInfo(p["partition"], p["first_offset"], p["last_offset"], p["records"], p["bytes"])
             for p in d["offsets"]
         ]
+
+    # retention -----------------------------------------------------------------------
+    #
+    # Cleaning runs on the server, with its own core and store (`Log.clean`
+    # hands it over through `clean` below): scanning a log over HTTP to decide
+    # what to remove would move every record across the network, and removal
+    # by offset is not something the API offers to clients.
+
+    def set_topic_config(self, name: str, config: dict[str, Any]) -> None:
+        self._call("PATCH", f"/v1/topics/{_seg(name)}", json={"config": config})
+
+    def clean(self, topic: str | None, chunk: int) -> list[Any]:
+        from .retention import CleanReport
+
+        path = "/v1/clean" if topic is None else f"/v1/topics/{_seg(topic)}/clean"
+        reports = self._call("POST", path, params={"chunk": chunk})["reports"]
+        return [CleanReport(**r) for r in reports]
+
+    def last_clean(self, topic: str) -> dict[str, Any] | None:
+        return self._call("GET", f"/v1/topics/{_seg(topic)}")["last_clean"]
+
+    def partition_bytes(self, topic: str, partition: int) -> int:
+        for p in self.partitions(topic):
+            if p.partition == partition:
+                return p.bytes
+        raise errors.UnknownPartition(f"topic {topic!r} has no partition {partition}")
 
     # records -------------------------------------------------------------------------
 
@@ -193,8 +234,12 @@ class HTTPStore:
     ) -> int:
         return self.append_many([AppendBatch(topic, partition, timestamp, values, metas)])[0]
 
-    def append_many(self, batches: Sequence[AppendBatch]) -> list[int]:
-        """One request, one transaction on the server: all batches or none."""
+    def append_many(self, batches: Sequence[AppendBatch], txn: str | None = None) -> list[int] | Replayed:
+        """One request, one transaction on the server: all batches or none.
+
+        With a `txn` id the server answers a replay with the earlier write's
+        batches; when they differ from these, that is what we return.
+        """
         wire: list[dict[str, Any]] = []
         owner: list[int] = []  # wire batch -> index of the AppendBatch it came from
         for i, batch in enumerate(batches):
@@ -211,7 +256,18 @@ class HTTPStore:
                     wire.append(run)
                     owner.append(i)
                 run["records"].append(record)
-        sent = self._call("POST", "/v1/records", json={"batches": wire})["batches"]
+        body: dict[str, Any] = {"batches": wire}
+        if txn is not None:
+            body["txn"] = txn
+        sent = self._call("POST", "/v1/records", json=body)["batches"]
+        if txn is not None:
+            asked = [(w["topic"], w["partition"], len(w["records"]), w["timestamp"]) for w in wire]
+            got = [(s["topic"], s["partition"], s["count"], s["timestamp"]) for s in sent]
+            if got != asked:  # a replay: nothing was written now
+                return Replayed(
+                    sent[0]["timestamp"] if sent else 0,
+                    [(s["topic"], s["partition"], s["first_offset"], s["count"]) for s in sent],
+                )
         firsts: list[int | None] = [None] * len(batches)
         for i, s in zip(owner, sent):
             if firsts[i] is None:
@@ -255,6 +311,163 @@ class HTTPStore:
 
     def groups(self) -> list[str]:
         return self._call("GET", "/v1/groups")["groups"]
+
+    # stream group membership -----------------------------------------------------------
+    #
+    # The server holds a member handle per member id and applies its core's
+    # assignor; `assign` and the client's clock (`now`) are not sent.
+
+    def _member(self, action: str, group: str, body: dict[str, Any]) -> Any:
+        return self._call("POST", f"/v1/groups/{_seg(group)}/{action}", json=body)
+
+    @staticmethod
+    def _sync(d: dict[str, Any]) -> GroupSync:
+        return GroupSync(
+            d["generation"], [tuple(tp) for tp in d["assignment"]], [tuple(tp) for tp in d["revoke"]]
+        )
+
+    def group_join(
+        self,
+        group: str,
+        member: str,
+        topics: list[str],
+        session_ms: int,
+        assignor: str,
+        now: int,
+        assign: Any,
+    ) -> GroupSync:
+        body = {
+            "member_id": member,
+            "topics": topics,
+            "session_timeout": session_ms / 1000,
+            "assignor": assignor,
+        }
+        return self._sync(self._member("join", group, body))
+
+    def group_heartbeat(self, group: str, member: str, now: int, assign: Any) -> GroupSync:
+        return self._sync(self._member("heartbeat", group, {"member_id": member}))
+
+    def group_release(
+        self, group: str, member: str, partitions: list[tuple[str, int]], now: int, assign: Any
+    ) -> GroupSync:
+        body = {"member_id": member, "partitions": [list(tp) for tp in partitions]}
+        return self._sync(self._member("release", group, body))
+
+    def group_leave(self, group: str, member: str, now: int, assign: Any) -> None:
+        try:
+            self._member("leave", group, {"member_id": member})
+        except errors.StaleGeneration:
+            pass  # gone already: expired, or the server restarted
+
+    def group_commit(
+        self, group: str, member: str, generation: int, topic: str, partition: int, offset: int
+    ) -> None:
+        body = {
+            "member_id": member,
+            "generation": generation,
+            "topic": topic,
+            "partition": partition,
+            "offset": offset,
+        }
+        self._member("commit", group, body)
+
+    def group_members(self, group: str) -> list[GroupMember]:
+        try:
+            d = self._call("GET", f"/v1/groups/{_seg(group)}")
+        except errors.UnknownGroup:
+            return []
+        return [
+            GroupMember(
+                m["member_id"],
+                m["topics"],
+                m["session_ms"],
+                m["heartbeat"],
+                [tuple(tp) for tp in m["partitions"]],
+                m["generation"],
+            )
+            for m in d["members"]
+        ]
+
+    # queue groups --------------------------------------------------------------------
+    #
+    # The server's core applies the queue policy (when a record is due, what a
+    # receipt looks like, dead-lettering past max deliveries), so `due_of`,
+    # `new_receipt` and the client's clock (`now`) are not sent. Receipts are
+    # the server's opaque tokens; absolute times (`deadline`, `due`) travel as
+    # they are and are read on the server's clock.
+
+    @staticmethod
+    def _queue_path(topic: str, action: str = "") -> str:
+        return f"/v1/queues/{_seg(topic)}" + (f"/{action}" if action else "")
+
+    def queue_open(
+        self, group: str, topic: str, config: dict[str, Any], start: str, now: int
+    ) -> dict[str, Any]:
+        body = {k: config[k] for k in ("max_deliveries", "dead_letter") if config.get(k) is not None}
+        body["start"] = start
+        d = self._call("POST", self._queue_path(topic), params={"group": group}, json=body)
+        return {"max_deliveries": d["max_deliveries"], "dead_letter": d["dead_letter"]}
+
+    def queue_receive(
+        self,
+        group: str,
+        topic: str,
+        now: int,
+        limit: int,
+        lease_ms: int,
+        due_of: Any,
+        new_receipt: Any,
+    ) -> tuple[list[Leased], int | None]:
+        params = {"group": group, "max": limit, "visibility_timeout": lease_ms / 1000}
+        d = self._call("POST", self._queue_path(topic, "receive"), params=params)
+        leases = []
+        for m in d["messages"]:
+            offset, timestamp, value, meta = wire_to_row(m)
+            leases.append(
+                Leased(
+                    m["partition"],
+                    offset,
+                    timestamp,
+                    value,
+                    meta,
+                    m["delivery_count"],
+                    m["receipt"],
+                    m["lease_deadline"],
+                )
+            )
+        return leases, d["next_due"]
+
+    def _settle(self, action: str, group: str, topic: str, body: dict[str, Any]) -> Any:
+        return self._call("POST", self._queue_path(topic, action), params={"group": group}, json=body)
+
+    def queue_ack(self, group: str, topic: str, partition: int, offset: int, receipt: str) -> None:
+        self._settle("ack", group, topic, {"receipt": receipt})
+
+    def queue_extend(
+        self, group: str, topic: str, partition: int, offset: int, receipt: str, deadline: int
+    ) -> None:
+        self._settle("extend", group, topic, {"receipt": receipt, "deadline": deadline})
+
+    def queue_release(
+        self, group: str, topic: str, partition: int, offset: int, receipt: str, due: int
+    ) -> None:
+        self._settle("nack", group, topic, {"receipt": receipt, "due": due})
+
+    def queue_dead_letter(
+        self, group: str, topic: str, partition: int, offset: int, receipt: str, dead_letter: AppendBatch
+    ) -> int:
+        # The server builds the dead-letter record itself (same headers); only
+        # the reason travels.
+        reason = "rejected"
+        metas = dead_letter.metas or [None]
+        for name, value in decode_headers(decode_meta(metas[0])[2]):
+            if name == "tidelog-reason":
+                reason = value.decode(errors="replace")
+        return self._settle("reject", group, topic, {"receipt": receipt, "reason": reason})["offset"]
+
+    def queue_stats(self, group: str, topic: str, now: int, due_of: Any) -> QueueStats:
+        d = self._call("GET", self._queue_path(topic, "stats"), params={"group": group})
+        return QueueStats(*(d[f] for f in QueueStats._fields))
 
     # wake-ups --------------------------------------------------------------------------
 

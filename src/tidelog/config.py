@@ -99,6 +99,7 @@ def parse_size_bytes(what: str, value: Any) -> int:
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
 RETENTION_MODES = ("time", "consumed")
 WEEK_MS = 7 * 86_400_000
+MAX_SETTING = (1 << 63) - 1
 DAY_MS = 86_400_000
 
 
@@ -166,12 +167,13 @@ class TopicConfig:
             raise InvalidRequest(
                 f"retention must be one of {', '.join(RETENTION_MODES)}, got {self.retention!r}"
             )
+        # Bounded to 64 bits: settings travel as JSON, and most JSON codecs stop there.
         for key in ("min_compaction_lag_ms", "delete_retention_ms"):
-            check_int(key, getattr(self, key), 0)
+            check_int(key, getattr(self, key), 0, MAX_SETTING)
         if self.retention_ms is not None:
-            check_int("retention_ms", self.retention_ms, 0)
+            check_int("retention_ms", self.retention_ms, 0, MAX_SETTING)
         if self.retention_bytes is not None:
-            check_int("retention_bytes", self.retention_bytes, 0)
+            check_int("retention_bytes", self.retention_bytes, 0, MAX_SETTING)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .assignors import ASSIGNORS
-from .config import check_name
+from .config import check_int, check_name
 from .errors import GroupError, InvalidRequest, NotAssigned, OffsetOutOfRange, StaleGeneration
 from .log import check_auto_reset, reset_position
 from .records import Message, make_messages
@@ -182,16 +182,28 @@ class GroupConsumer:
                 return
             if self.on_revoke:
                 self.on_revoke(revoke)  # the application may commit here
+            self.release(revoke)
+
+    def revoking(self) -> list[TopicPartition]:
+        """Partitions held now but assigned elsewhere: commit them, then release."""
+        with self._lock:
+            return [tp for tp in self._revoke if tp in self._owned]
+
+    def release(self, partitions: Iterable[TopicPartition]) -> None:
+        """Give up held partitions now (poll does this for the revoked ones,
+        after `on_revoke`); a remote member's front calls it when told to."""
+        with self._membership:
             with self._lock:
-                for tp in revoke:
+                held = [tp for tp in partitions if tp in self._owned]
+                for tp in held:
                     self._position.pop(tp, None)
                     self._committed.pop(tp, None)
                 # Released means no longer ours: one handed straight back (the
                 # member set changed again meanwhile) is newly assigned, with a
                 # position from the committed offset and its on_assign.
-                self._owned = [tp for tp in self._owned if tp not in revoke]
+                self._owned = [tp for tp in self._owned if tp not in held]
             sync = self.log.store.group_release(
-                self.group, self.member_id, revoke, self.log.clock(), self._assign
+                self.group, self.member_id, held, self.log.clock(), self._assign
             )
             self._apply(sync)
 
@@ -314,6 +326,16 @@ class Group:
 
     def members(self) -> list[GroupMember]:
         return self.log.store.group_members(self.name)
+
+    def commit(self, member: str, generation: int, topic: str, partition: int, offset: int) -> None:
+        """A fenced commit on behalf of `member` at `generation` (a remote
+        member's): NotAssigned / StaleGeneration as for `GroupConsumer.commit`."""
+        check_name("member", member)
+        check_name("topic", topic)
+        check_int("generation", generation, 0)
+        check_int("partition", partition, 0)
+        check_int("offset", offset, 0)
+        self.log.store.group_commit(self.name, member, generation, topic, partition, offset)
 
     def describe(self) -> dict[str, Any]:
         members = self.members()

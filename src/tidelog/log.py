@@ -167,6 +167,10 @@ class Log:
 
         if topic is not None:
             check_name("topic", topic)
+        check_int("chunk", chunk, 1)
+        remote = getattr(self.store, "clean", None)
+        if remote is not None:  # a server's store (http://): its own core cleans there
+            return remote(topic, chunk)
         return clean(self, topic, chunk=chunk)
 
     def last_clean(self, topic: str) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .config import check_name
 from .errors import InvalidRequest
+from .log import NewRecord
 from .records import (
     Headers,
     Message,
@@ -28,7 +29,7 @@ from .records import (
 from .store.base import AppendBatch, Leased, QueueStats
 
 if TYPE_CHECKING:
-    from .log import Log
+    from .log import Log, Prepared, Producer
 
 # Header carrying a send's delay: queue groups do not deliver the record
 # before this time (ms since epoch); stream groups see it at once.
@@ -186,8 +187,35 @@ class Queue:
         delay: float = 0,
         partition: int | None = None,
     ):
+        return self.log.write(
+            [self.prepare(values, key=key, headers=headers, delay=delay, partition=partition)]
+        )[0]
+
+    def prepare(
+        self,
+        values: list[Any],
+        *,
+        key: Any = None,
+        headers: Any = None,
+        delay: float = 0,
+        partition: int | None = None,
+        producer: Producer | None = None,
+    ) -> Prepared:
+        """Validate and encode a batch for `Log.write` (a server's group commit).
+
+        The delay travels on every record, also on a `NewRecord` that
+        carries headers of its own (those replace the batch's).
+        """
+        delay = _seconds("delay", delay)
+        if delay:
+            values = [
+                NewRecord(v.value, v.key, self._delay_headers(v.headers, delay))
+                if isinstance(v, NewRecord) and v.headers is not None
+                else v
+                for v in values
+            ]
         headers = self._delay_headers(headers, delay)
-        return self.log.producer().send_batch(
+        return (producer or self.log.producer()).prepare(
             self.topic, values, key=key, headers=headers, partition=partition
         )
 

@@ -7,6 +7,7 @@ restarted process would).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,12 +19,27 @@ from conftest import need_service  # tests/conftest.py (pytest puts tests/ on sy
 from pgschema import postgres_schema
 
 
+class FollowClock:
+    """The http kind's server clock: the wall clock until a test opens a log
+    with a clock of its own; from then on that clock, so leases, delays,
+    sessions and retention expire on the server when the test says."""
+
+    def __init__(self) -> None:
+        self.target: Callable[[], int] | None = None
+
+    def __call__(self) -> int:
+        return self.target() if self.target is not None else time.time_ns() // 1_000_000
+
+
 @dataclass
 class StoreKind:
     name: str
     url: str
+    server_clock: FollowClock | None = None
 
     def open(self, **kwargs: Any) -> tidelog.Log:
+        if self.server_clock is not None and kwargs.get("clock") is not None:
+            self.server_clock.target = kwargs["clock"]
         return tidelog.open(self.url, **kwargs)
 
 
@@ -43,14 +59,16 @@ def _http(tmp_path: Any) -> Iterator[str]:
         from tidelog.server.thread import ServerThread
     except ImportError as e:
         need_service("the tidelog server", f"{e}; pip install 'tidelog[server,client]'")
-    server = ServerThread(str(tmp_path / "served.db")).start()
+    clock = FollowClock()
+    server = ServerThread(str(tmp_path / "served.db"), clock=clock, clean_interval=0).start()
     try:
-        yield server.url
+        yield server.url, clock
     finally:
         server.stop()
 
 
-# kind name -> factory(tmp_path) yielding a URL; other stores add themselves.
+# kind name -> factory(tmp_path) yielding a URL (or a URL and the server's
+# FollowClock); other stores add themselves.
 STORE_KINDS: dict[str, Callable[[Any], Iterator[str]]] = {
     "sqlite": _sqlite,
     "postgres": _postgres,
@@ -58,12 +76,12 @@ STORE_KINDS: dict[str, Callable[[Any], Iterator[str]]] = {
 }
 
 
-# A feature and the store method that carries it. A test marked
+# A feature and the store method that carries it (or methods, "a|b"). A test marked
 # `store_feature(name)` is skipped, visibly, on a store that lacks it yet.
 FEATURES = {
     "queues": "queue_receive",
     "groups": "group_join",
-    "retention": "delete_prefix",
+    "retention": "delete_prefix|clean",  # clean: a remote store whose server cleans
     "txn": "append_many:txn",
     "streams": "queue_take",
 }
@@ -72,9 +90,12 @@ FEATURES = {
 def store_has(store_class: type, feature: str) -> bool:
     import inspect
 
-    method, _, param = FEATURES[feature].partition(":")
-    fn = getattr(store_class, method, None)
-    return fn is not None and (not param or param in inspect.signature(fn).parameters)
+    for choice in FEATURES[feature].split("|"):
+        method, _, param = choice.partition(":")
+        fn = getattr(store_class, method, None)
+        if fn is not None and (not param or param in inspect.signature(fn).parameters):
+            return True
+    return False
 
 
 def _store_class(kind: str) -> type:
@@ -99,8 +120,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[StoreKind]:
                 pytest.skip(f"the {request.param} store does not have {feature} yet")
     factory = STORE_KINDS[request.param]
     gen = factory(tmp_path)
-    url = next(gen)
-    yield StoreKind(request.param, url)
+    got = next(gen)
+    url, server_clock = got if isinstance(got, tuple) else (got, None)
+    yield StoreKind(request.param, url, server_clock)
     gen.close()
 
 

@@ -196,6 +196,7 @@ def test_alter_topic_changes_retention(rlog, clock):
         {"retention": "whenever"},
         {"delete_retention_ms": "1y"},
         {"min_compaction_lag_ms": True},
+        {"retention_bytes": 1 << 70},  # settings travel as JSON: 64 bits at most
     ],
 )
 def test_bad_settings_are_refused_and_change_nothing(rlog, settings):

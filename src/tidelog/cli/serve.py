@@ -1,4 +1,5 @@
-"""`tidelog serve`: the HTTP server, from the `server` extra."""
+"""`tidelog serve`: the HTTP server (the `server` extra) and, beside it, the
+Redis protocol front (the `resp` extra) on the same log."""
 
 from __future__ import annotations
 
@@ -24,14 +25,44 @@ from .context import Session, common_options, pass_session
 @click.option(
     "--tls-key", type=click.Path(exists=True, dir_okay=False), help="The certificate's private key (PEM)."
 )
+@click.option(
+    "--resp-port",
+    type=click.IntRange(0, 65535),
+    default=7379,
+    show_default=True,
+    help="Also serve the Redis protocol on this port (same host and token); 0 turns it off.",
+)
+@click.option(
+    "--clean-interval",
+    type=click.FloatRange(0),
+    default=60.0,
+    show_default=True,
+    help="Seconds between background cleanings (retention, compaction); 0 turns them off.",
+)
 @common_options
 @pass_session
 def serve(
-    session: Session, host: str, port: int, token: str | None, tls_cert: str | None, tls_key: str | None
+    session: Session,
+    host: str,
+    port: int,
+    token: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    resp_port: int,
+    clean_interval: float,
 ) -> None:
-    """Serve the log over HTTP until interrupted."""
+    """Serve the log over HTTP (and the Redis protocol) until interrupted."""
     if (tls_cert is None) != (tls_key is None):
         raise click.UsageError("--tls-cert and --tls-key go together")
+    if resp_port and resp_port == port:
+        raise click.UsageError("--resp-port must differ from --port")
+    if resp_port:
+        try:
+            import hiredis  # noqa: F401
+        except ImportError:
+            raise click.ClickException(
+                "the Redis protocol needs hiredis: pip install 'tidelog[resp]' (or --resp-port 0)"
+            ) from None
     try:
         # Imported here: the server's dependencies are an optional extra.
         import tidelog.server as server
@@ -39,4 +70,16 @@ def serve(
         raise click.ClickException(
             f"the server is not installed ({e}): pip install 'tidelog[server]'"
         ) from None
-    server.serve(session.url, host=host, port=port, token=token, tls_cert=tls_cert, tls_key=tls_key)
+    try:
+        server.serve(
+            session.url,
+            host=host,
+            port=port,
+            token=token,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            resp_port=resp_port,
+            clean_interval=clean_interval,
+        )
+    except OSError as e:  # a port in use
+        raise click.ClickException(f"cannot serve on {host}: {e}") from None

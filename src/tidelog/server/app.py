@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
 from ..log import Log
-from . import api, ops, publish, stream, v1
+from . import api, members, ops, publish, queues, retention, stream, subscribe, v1
 from .auth import BearerAuth
-from .context import DEFAULT_MAX_BODY, MAX_WAIT_S, Context, Settings
+from .context import DEFAULT_CLEAN_INTERVAL_S, DEFAULT_MAX_BODY, MAX_WAIT_S, Context, Settings
 from .errors import HANDLERS
 from .metrics import MetricsMiddleware
 
@@ -23,11 +23,16 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY,
     max_wait: float = MAX_WAIT_S,
     keepalive: float = 15.0,
+    clock: Callable[[], int] | None = None,
+    clean_interval: float = DEFAULT_CLEAN_INTERVAL_S,
 ) -> Starlette:
     """An ASGI app serving `log_or_url` (a Log, or a store URL the app opens and closes).
 
     The HTTP API never creates a topic implicitly: producing to a missing
-    topic is a 404, whatever the given Log's `auto_create`.
+    topic is a 404, whatever the given Log's `auto_create`. `clock` (ms
+    since epoch) replaces the wall clock of a log opened from a URL (tests).
+    A background cleaner applies retention every `clean_interval` seconds
+    (0: never; `POST /v1/clean` still cleans on demand).
     """
     from .. import open as open_log
 
@@ -35,11 +40,20 @@ def create_app(
         # A view of the caller's store with auto-create off; the caller closes it.
         log, owns = Log(log_or_url.store, auto_create=False, clock=log_or_url.clock), False
     else:
-        log, owns = open_log(log_or_url, auto_create=False), True
+        log, owns = open_log(log_or_url, auto_create=False, clock=clock), True
     if max_body < 1:
         raise ValueError("max_body must be at least 1 byte")
+    if not clean_interval >= 0:
+        raise ValueError("clean_interval must be 0 (off) or a number of seconds")
     ctx = Context(
-        log, Settings(max_body=max_body, max_wait=min(max_wait, MAX_WAIT_S), keepalive=keepalive), owns
+        log,
+        Settings(
+            max_body=max_body,
+            max_wait=min(max_wait, MAX_WAIT_S),
+            keepalive=keepalive,
+            clean_interval=clean_interval,
+        ),
+        owns,
     )
 
     @contextlib.asynccontextmanager
@@ -54,7 +68,17 @@ def create_app(
     if token:
         middleware.append(Middleware(BearerAuth, token=token))
     app = Starlette(
-        routes=[*ops.routes, *api.routes, *publish.routes, *v1.routes, *stream.routes],
+        routes=[
+            *ops.routes,
+            *api.routes,
+            *publish.routes,
+            *v1.routes,
+            *members.routes,
+            *retention.routes,
+            *queues.routes,
+            *stream.routes,
+            *subscribe.routes,
+        ],
         middleware=middleware,
         exception_handlers=HANDLERS,
         lifespan=lifespan,

@@ -126,6 +126,30 @@ def query_wait(request: Request, cap: float) -> float:
     return min(value, cap)
 
 
+def query_seconds(request: Request, name: str, default: float | None = None) -> float | None:
+    """A number of seconds from the query string (range checks are the core's)."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidRequest(
+            f"query parameter {name!r} must be a number of seconds, got {raw[:40]!r}"
+        ) from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise InvalidRequest(f"query parameter {name!r} must be a finite number of seconds")
+    return value
+
+
+def number_field(body: dict[str, Any], name: str, *, default: Any = ...) -> Any:
+    """A number of seconds from a JSON body (int or float; range checks are the core's)."""
+    value = field(body, name, (int, float), default=default)
+    if isinstance(value, bool):
+        raise InvalidRequest(f"field {name!r} must be a number, not a boolean")
+    return value
+
+
 def query_bool(request: Request, name: str, default: bool) -> bool:
     raw = request.query_params.get(name)
     if raw is None or raw == "":

@@ -14,6 +14,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..log import Consumer, Log, Producer
+from ..queues import Queue
+from ..retention import Cleaner
 from .hub import AppendHub
 from .metrics import Metrics
 from .writer import GroupCommitWriter
@@ -22,6 +24,7 @@ T = TypeVar("T")
 
 DEFAULT_MAX_BODY = 8 << 20
 MAX_WAIT_S = 30.0
+DEFAULT_CLEAN_INTERVAL_S = 60.0
 READ_THREADS = 4
 _CACHE_LIMIT = 10_000
 
@@ -31,6 +34,7 @@ class Settings:
     max_body: int = DEFAULT_MAX_BODY
     max_wait: float = MAX_WAIT_S  # long-polls are held to this (30 s at most)
     keepalive: float = 15.0  # seconds between SSE comments on an idle stream
+    clean_interval: float = DEFAULT_CLEAN_INTERVAL_S  # background retention; 0: off
 
 
 class Context:
@@ -46,13 +50,28 @@ class Context:
         self.pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="tidelog-read")
         self._producers: dict[str | None, Producer] = {}
         self._groups: set[str] = set()
+        self._queues: dict[tuple[str, str], Queue] = {}
+        self.cleaner: Cleaner | None = None
+        from .subscribe import Pumps  # subscribe imports this module
+
+        self.pumps = Pumps(self)
+        from .members import Members
+
+        self.members = Members()
+        self._queue_log = Log(log.store, auto_create=True, clock=log.clock)
+        self._queue_log.notifier = log.notifier  # one set of wake-ups for both views
 
     async def start(self) -> None:
         self.hub.start()
         self.writer.start()
+        if self.settings.clean_interval > 0:
+            self.cleaner = Cleaner(self.log, self.settings.clean_interval).start()
 
     async def stop(self) -> None:
         self.hub.stop()
+        await self.pumps.stop()
+        if self.cleaner is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.cleaner.stop)
         await self.writer.stop()
         self.pool.shutdown(wait=True)
         if self.owns_log:
@@ -84,6 +103,29 @@ class Context:
                 self._groups.clear()
             self._groups.add(group)
         return Consumer(self.log, group)
+
+    def queue(self, topic: str, group: str, options: dict[str, Any] | None = None) -> Queue:
+        """A handle on a queue group (blocking: run it on a thread).
+
+        Opening a group stores its settings on first use (`log.queue`);
+        handles are kept, so later requests cost no store write. A handle
+        may create its dead-letter topic when it first dead-letters a
+        record, as the Python API does; nothing else is created implicitly.
+        """
+        key = (topic, group)
+        queue = self._queues.get(key)
+        if queue is None or options:
+            self.log.topic(topic)  # UnknownTopic: the API never creates a topic implicitly
+            queue = self._queue_log.queue(topic, group, **(options or {}))
+            if len(self._queues) > _CACHE_LIMIT:
+                self._queues.clear()
+            self._queues[key] = queue
+        return queue
+
+    def forget_topic(self, topic: str) -> None:
+        """Drop cached handles on a deleted topic (a new topic of that name starts afresh)."""
+        for key in [k for k in self._queues if k[0] == topic]:
+            del self._queues[key]
 
 
 def ctx_of(request: Request) -> Context:

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from ..log import Log
 
-Key = tuple[str, int]
+Key = tuple[str, int | None]  # (topic, None) waits for any partition of the topic
 
 
 class AppendHub:
@@ -78,6 +78,7 @@ class AppendHub:
         else:
             for key in changed:
                 woken.extend(self._waiters.get(key, ()))  # type: ignore[arg-type]
+                woken.extend(self._waiters.get((key[0], None), ()))  # type: ignore[index]
         for fut in woken:
             if not fut.done():
                 fut.set_result(None)

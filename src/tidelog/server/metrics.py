@@ -1,4 +1,5 @@
-"""Prometheus metrics: records appended and read per topic, requests, latency, group lag.
+"""Prometheus metrics: records appended and read per topic, requests, latency,
+group lag, members and owners, partition sizes and the last cleaning's figures.
 
 Each app has its own registry, so several servers in one process (tests)
 keep separate counts.
@@ -13,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ..errors import UnknownTopic
 from ..log import Log
 from ..records import BatchSent
 
@@ -20,27 +22,87 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 
 
 class GroupLagCollector(Collector):
-    """Lag per group and partition, read from the log at scrape time."""
+    """Per group, read from the log at scrape time: committed offset and lag
+    per partition, members, generation, and which member owns each partition."""
 
     def __init__(self, log: Log):
         self.log = log
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        tp = ["group", "topic", "partition"]
         committed = GaugeMetricFamily(
-            "tidelog_group_committed_offset",
-            "Committed offset of a group",
-            labels=["group", "topic", "partition"],
+            "tidelog_group_committed_offset", "Committed offset of a group", labels=tp
         )
-        lag = GaugeMetricFamily(
-            "tidelog_group_lag", "Records after the committed offset", labels=["group", "topic", "partition"]
+        lag = GaugeMetricFamily("tidelog_group_lag", "Records after the committed offset", labels=tp)
+        members = GaugeMetricFamily(
+            "tidelog_group_members", "Live members of a stream group", labels=["group"]
+        )
+        generation = GaugeMetricFamily(
+            "tidelog_group_generation", "Assignment generation of a stream group", labels=["group"]
+        )
+        owner = GaugeMetricFamily(
+            "tidelog_group_partition_owner",
+            "1 for the member that holds a partition",
+            labels=[*tp, "member"],
         )
         for group in self.log.groups():
-            for row in self.log.describe_group(group):
+            held = self.log.group(group).members()
+            subscribed = sorted({t for m in held for t in m.topics})
+            if held:
+                members.add_metric([group], len(held))
+                generation.add_metric([group], held[0].generation)
+                for m in held:
+                    for topic, partition in m.partitions:
+                        owner.add_metric([group, topic, str(partition), m.member], 1)
+            for row in self.log.describe_group(group, subscribed):
                 labels = [group, row.topic, str(row.partition)]
                 committed.add_metric(labels, row.committed)
                 lag.add_metric(labels, row.lag)
-        yield committed
-        yield lag
+        yield from (committed, lag, members, generation, owner)
+
+
+class TopicCollector(Collector):
+    """Per partition: first and last offset, records and bytes held; per
+    topic: the figures of its last cleaning. Read at scrape time (the byte
+    count sums the partition, so a scrape of a large log reads it)."""
+
+    def __init__(self, log: Log):
+        self.log = log
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        tp = ["topic", "partition"]
+        first = GaugeMetricFamily(
+            "tidelog_partition_first_offset", "Offset of the oldest record held", labels=tp
+        )
+        last = GaugeMetricFamily("tidelog_partition_last_offset", "Offset of the newest record", labels=tp)
+        records = GaugeMetricFamily("tidelog_partition_records", "Records held", labels=tp)
+        size = GaugeMetricFamily("tidelog_partition_bytes", "Value and metadata bytes held", labels=tp)
+        clean = {
+            key: GaugeMetricFamily(f"tidelog_last_clean_{key}", help_text, labels=["topic"])
+            for key, help_text in (
+                ("removed", "Records the last cleaning removed"),
+                ("bytes_removed", "Bytes the last cleaning removed"),
+                ("compacted", "Records the last cleaning removed by compaction"),
+                ("duration_ms", "How long the last cleaning took"),
+                ("at", "When the last cleaning ran (ms since epoch)"),
+            )
+        }
+        for info in self.log.topics():
+            try:
+                parts = self.log.describe(info.name).partitions
+                report = self.log.last_clean(info.name)
+            except UnknownTopic:  # deleted meanwhile
+                continue
+            for p in parts:
+                labels = [info.name, str(p.partition)]
+                first.add_metric(labels, p.first_offset)
+                last.add_metric(labels, p.last_offset)
+                records.add_metric(labels, p.records)
+                size.add_metric(labels, p.bytes)
+            for key, family in clean.items():
+                if report and key in report:
+                    family.add_metric([info.name], report[key])
+        yield from (first, last, records, size, *clean.values())
 
 
 class Metrics:
@@ -61,6 +123,7 @@ class Metrics:
         )
         self.commits = Counter("tidelog_group_commits", "Transactions of the group-commit writer", registry=r)
         r.register(GroupLagCollector(log))
+        r.register(TopicCollector(log))
 
     def written(self, sent: list[BatchSent]) -> None:
         self.commits.inc()

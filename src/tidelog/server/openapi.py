@@ -78,6 +78,48 @@ TOPIC = {
         "created": {"type": "integer"},
     },
 }
+DURATION = {
+    "oneOf": [
+        {"type": "integer", "minimum": 0, "maximum": (1 << 63) - 1, "description": "milliseconds"},
+        {
+            "type": "string",
+            "pattern": "^[0-9]+(\\.[0-9]+)?(ms|s|m|h|d|w)?$",
+            "examples": ["7d", "12h", "500ms"],
+        },
+    ]
+}
+SIZE = {
+    "oneOf": [
+        {"type": "integer", "minimum": 0, "maximum": (1 << 63) - 1, "description": "bytes"},
+        {
+            "type": "string",
+            "pattern": "^[0-9]+(\\.[0-9]+)?(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$",
+            "examples": ["1GiB", "500MB"],
+        },
+    ]
+}
+TOPIC_CONFIG = {
+    "type": "object",
+    "description": "Topic settings; durations and sizes also as text (7d, 12h, 1GiB). A bad one is a 400 naming it.",
+    "properties": {
+        "max_message_bytes": {
+            "oneOf": [{"type": "integer", "minimum": 1, "maximum": 1 << 30}, SIZE["oneOf"][1]]
+        },
+        "retention_ms": {
+            "oneOf": [*DURATION["oneOf"], {"type": "null"}],
+            "description": "default 7d; null: no time bound",
+        },
+        "retention_bytes": {
+            "oneOf": [*SIZE["oneOf"], {"type": "null"}],
+            "description": "per partition; default unlimited",
+        },
+        "retention": {"enum": ["time", "consumed"]},
+        "cleanup_policy": {"enum": ["delete", "compact", "compact,delete"]},
+        "min_compaction_lag_ms": DURATION,
+        "delete_retention_ms": DURATION,
+    },
+    "additionalProperties": False,
+}
 OFFSET_BODY = {
     "type": "object",
     "required": ["topic", "partition", "offset"],
@@ -96,6 +138,57 @@ def _p(name: str, schema: dict[str, Any]) -> dict[str, Any]:
 
 WAIT = _q("wait", {"type": "number", "minimum": 0, "maximum": 30}, description="long-poll seconds")
 TOPIC_P, GROUP_P, PARTITION_P = _p("topic", NAME), _p("group", NAME), _p("partition", OFFSET)
+QGROUP = _q("group", NAME, description="the queue group (default: the topic's name)")
+CHUNK = _q("chunk", {"type": "integer", "minimum": 1, "maximum": 100000}, description="records a step")
+RECEIPT = {"type": "string", "description": "the opaque receipt of a delivery"}
+DELIVERY = {
+    **RECORD_OUT,
+    "required": [*RECORD_OUT["required"], "delivery_count", "receipt", "lease_deadline"],
+    "properties": {
+        **RECORD_OUT["properties"],
+        "delivery_count": {"type": "integer"},
+        "receipt": RECEIPT,
+        "lease_deadline": {"type": "integer", "description": "ms since epoch"},
+    },
+}
+TOPIC_PARTITION = {
+    "type": "array",
+    "prefixItems": [NAME, {"type": "integer", "minimum": 0}],
+    "minItems": 2,
+    "maxItems": 2,
+}
+MEMBER_BODY = {
+    "type": "object",
+    "required": ["member_id"],
+    "properties": {"member_id": NAME},
+    "additionalProperties": False,
+}
+MEMBER_VIEW = {
+    "type": "object",
+    "properties": {
+        "group": {"type": "string"},
+        "member_id": {"type": "string"},
+        "generation": {"type": "integer"},
+        "assignment": {"type": "array", "items": TOPIC_PARTITION},
+        "revoke": {
+            "type": "array",
+            "items": TOPIC_PARTITION,
+            "description": "commit these; poll releases them",
+        },
+    },
+}
+MEMBER_COMMIT = {
+    "type": "object",
+    "required": ["member_id"],
+    "properties": {
+        "member_id": NAME,
+        "generation": {"type": "integer", "minimum": 0},
+        "topic": NAME,
+        "partition": {"type": "integer", "minimum": 0, "maximum": 9999},
+        "offset": OFFSET,
+    },
+    "additionalProperties": False,
+}
 
 
 def _op(
@@ -107,6 +200,7 @@ def _op(
     errors: tuple[int, ...] = (400, 404),
     content: str = "application/json",
     extra_ok: tuple[int, ...] = (),
+    optional_body: bool = False,
 ) -> dict[str, Any]:
     responses: dict[str, Any] = {
         str(ok): {"description": "ok", "content": {content: {"schema": result or {"type": "object"}}}}
@@ -120,7 +214,7 @@ def _op(
         }
     op: dict[str, Any] = {"summary": summary, "parameters": params or [], "responses": responses}
     if body is not None:
-        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+        op["requestBody"] = {"required": not optional_body, "content": {"application/json": {"schema": body}}}
     return op
 
 
@@ -200,11 +294,7 @@ def spec() -> dict[str, Any]:
                     "properties": {
                         "name": NAME,
                         "partitions": {"type": "integer", "minimum": 1, "maximum": 10000},
-                        "config": {
-                            "type": "object",
-                            "properties": {"max_message_bytes": {"type": "integer", "minimum": 1}},
-                            "additionalProperties": False,
-                        },
+                        "config": TOPIC_CONFIG,
                     },
                     "additionalProperties": False,
                 },
@@ -212,8 +302,30 @@ def spec() -> dict[str, Any]:
             ),
         },
         "/v1/topics/{topic}": {
-            "get": _op("Describe a topic: first and last offset per partition", params=[TOPIC_P]),
+            "get": _op(
+                "Describe a topic: settings, first/last offset, records and bytes per partition, last cleaning",
+                params=[TOPIC_P],
+            ),
+            "patch": _op(
+                "Change a topic's settings (retention, compaction, limits)",
+                params=[TOPIC_P],
+                body={
+                    "type": "object",
+                    "required": ["config"],
+                    "properties": {"config": TOPIC_CONFIG},
+                    "additionalProperties": False,
+                },
+            ),
             "delete": _op("Delete a topic with its records and offsets", params=[TOPIC_P]),
+        },
+        "/v1/topics/{topic}/clean": {
+            "post": _op(
+                "Apply the topic's retention and compaction now; answers the cleaning's figures",
+                params=[TOPIC_P, CHUNK],
+            )
+        },
+        "/v1/clean": {
+            "post": _op("Apply every topic's retention and compaction now", params=[CHUNK], errors=(400,))
         },
         "/v1/topics/{topic}/partitions": {
             "post": _op(
@@ -296,7 +408,12 @@ def spec() -> dict[str, Any]:
                                 },
                                 "additionalProperties": False,
                             },
-                        }
+                        },
+                        "txn": {
+                            "type": "string",
+                            "pattern": "^[A-Za-z0-9._:-]{1,255}$",
+                            "description": "an idempotent write: a txn id seen before writes nothing and answers that write",
+                        },
                     },
                     "additionalProperties": False,
                 },
@@ -344,10 +461,224 @@ def spec() -> dict[str, Any]:
             )
         },
         "/v1/groups/{group}/commit": {
-            "post": _op("Commit an offset (moves forward only)", params=[GROUP_P], body=OFFSET_BODY)
+            "post": _op(
+                "Commit an offset (moves forward only); with member_id, a member's fenced commit "
+                "(without topic/partition/offset: everything its polls returned)",
+                params=[GROUP_P],
+                body={"oneOf": [OFFSET_BODY, MEMBER_COMMIT]},
+                errors=(400, 404, 409),
+            )
+        },
+        "/v1/groups/{group}/join": {
+            "post": _op(
+                "Join a stream group as a member: answers member_id, generation, assignment and revoke",
+                params=[GROUP_P],
+                body={
+                    "type": "object",
+                    "required": ["topics"],
+                    "properties": {
+                        "topics": {"type": "array", "items": NAME, "minItems": 1},
+                        "member_id": NAME,
+                        "session_timeout": {"type": "number", "minimum": 0.1, "maximum": 3600, "default": 10},
+                        "assignor": {"enum": ["range", "roundrobin", "sticky"]},
+                        "start": {"enum": ["earliest", "latest"]},
+                    },
+                    "additionalProperties": False,
+                },
+                result=MEMBER_VIEW,
+            )
+        },
+        "/v1/groups/{group}/heartbeat": {
+            "post": _op(
+                "Keep a member alive (every third of its session) and learn its assignment",
+                params=[GROUP_P],
+                body=MEMBER_BODY,
+                result=MEMBER_VIEW,
+                errors=(400, 409),
+            )
+        },
+        "/v1/groups/{group}/poll": {
+            "post": _op(
+                "Release the partitions in revoke, then records from the member's partitions",
+                params=[GROUP_P],
+                body={
+                    "type": "object",
+                    "required": ["member_id"],
+                    "properties": {
+                        "member_id": NAME,
+                        "max_messages": {"type": "integer", "minimum": 1, "maximum": 100000},
+                        "wait": {"type": "number", "minimum": 0, "maximum": 30},
+                    },
+                    "additionalProperties": False,
+                },
+                errors=(400, 404, 409),
+            )
+        },
+        "/v1/groups/{group}/release": {
+            "post": _op(
+                "Give up partitions now (default: those in revoke)",
+                params=[GROUP_P],
+                body={
+                    "type": "object",
+                    "required": ["member_id"],
+                    "properties": {
+                        "member_id": NAME,
+                        "partitions": {"type": "array", "items": TOPIC_PARTITION},
+                    },
+                    "additionalProperties": False,
+                },
+                result=MEMBER_VIEW,
+                errors=(400, 409),
+            )
+        },
+        "/v1/groups/{group}/leave": {
+            "post": _op(
+                "Leave the group: its partitions go to the others",
+                params=[GROUP_P],
+                body=MEMBER_BODY,
+                errors=(400, 409),
+            )
         },
         "/v1/groups/{group}/seek": {
             "post": _op("Set the committed offset, backwards too", params=[GROUP_P], body=OFFSET_BODY)
+        },
+        "/v1/queues/{topic}": {
+            "post": _op(
+                "Open a queue group: stores max_deliveries, dead_letter and start on first use, answers the stored ones",
+                params=[TOPIC_P, QGROUP],
+                body={
+                    "type": "object",
+                    "properties": {
+                        "max_deliveries": {"type": "integer", "minimum": 1, "maximum": 1 << 31},
+                        "dead_letter": NAME,
+                        "start": {"enum": ["earliest", "latest"]},
+                    },
+                    "additionalProperties": False,
+                },
+                optional_body=True,
+            )
+        },
+        "/v1/queues/{topic}/messages": {
+            "post": _op(
+                "Send records; with delay, queue groups do not deliver them before then",
+                params=[TOPIC_P, QGROUP],
+                body={
+                    "type": "object",
+                    "required": ["records"],
+                    "properties": {
+                        "records": {"type": "array", "items": RECORD_IN, "minItems": 1},
+                        "delay": {"type": "number", "minimum": 0},
+                        "partition": OFFSET,
+                        "producer": NAME,
+                    },
+                    "additionalProperties": False,
+                },
+                errors=(400, 404, 413),
+            )
+        },
+        "/v1/queues/{topic}/receive": {
+            "post": _op(
+                "Lease up to max records (a long-poll with wait: woken by an append or a record falling due)",
+                params=[
+                    TOPIC_P,
+                    QGROUP,
+                    _q("max", {"type": "integer", "minimum": 1, "maximum": 10000}),
+                    _q("visibility_timeout", {"type": "number", "exclusiveMinimum": 0, "maximum": 43200}),
+                    WAIT,
+                ],
+                result={
+                    "type": "object",
+                    "properties": {
+                        "messages": {"type": "array", "items": DELIVERY},
+                        "next_due": {"type": ["integer", "null"]},
+                    },
+                },
+            )
+        },
+        "/v1/queues/{topic}/ack": {
+            "post": _op(
+                "Finish a delivery (receipt), or several (receipts: each on its own, failures listed)",
+                params=[TOPIC_P, QGROUP],
+                body={
+                    "type": "object",
+                    "properties": {
+                        "receipt": RECEIPT,
+                        "receipts": {"type": "array", "items": RECEIPT, "minItems": 1, "maxItems": 10000},
+                    },
+                    "additionalProperties": False,
+                },
+                errors=(400, 404, 409),
+            )
+        },
+        "/v1/queues/{topic}/nack": {
+            "post": _op(
+                "Available again: at the front (default), back, after delay seconds, or at due (ms)",
+                params=[TOPIC_P, QGROUP],
+                body={
+                    "type": "object",
+                    "required": ["receipt"],
+                    "properties": {
+                        "receipt": RECEIPT,
+                        "back": {"type": "boolean"},
+                        "delay": {"type": "number", "minimum": 0, "maximum": 43200},
+                        "due": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "description": "ms since epoch, server clock",
+                        },
+                    },
+                    "additionalProperties": False,
+                },
+                errors=(400, 404, 409),
+            )
+        },
+        "/v1/queues/{topic}/extend": {
+            "post": _op(
+                "Push the lease deadline out: seconds from now, or to deadline (ms since epoch, server clock)",
+                params=[TOPIC_P, QGROUP],
+                body={
+                    "type": "object",
+                    "required": ["receipt"],
+                    "properties": {
+                        "receipt": RECEIPT,
+                        "seconds": {"type": "number", "minimum": 0, "maximum": 43200},
+                        "deadline": {"type": "integer", "minimum": 0},
+                    },
+                    "additionalProperties": False,
+                },
+                errors=(400, 404, 409),
+            )
+        },
+        "/v1/queues/{topic}/reject": {
+            "post": _op(
+                "Move a delivery straight to the dead-letter topic",
+                params=[TOPIC_P, QGROUP],
+                body={
+                    "type": "object",
+                    "required": ["receipt"],
+                    "properties": {"receipt": RECEIPT, "reason": {"type": "string"}},
+                    "additionalProperties": False,
+                },
+                errors=(400, 404, 409),
+            )
+        },
+        "/v1/queues/{topic}/stats": {
+            "get": _op(
+                "Available, in flight, delayed, dead-lettered and the oldest available record's age",
+                params=[TOPIC_P, QGROUP],
+            )
+        },
+        "/subscribe/{topic}": {
+            "get": {
+                **_op(
+                    "WebSocket (ws://): send INIT; each message is pushed as "
+                    '{"msg": "<base64 value>", "dackCount": n}; answer ACK, NACK, BACK or DACK <seconds>',
+                    ok=101,
+                    params=[TOPIC_P, QGROUP],
+                    errors=(),
+                ),
+                "x-websocket": True,
+            }
         },
         "/v1/changes": {
             "get": _op(

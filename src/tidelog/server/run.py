@@ -46,7 +46,7 @@ def build_server(app: Any, host: str, port: int, tls_cert: str | None, tls_key: 
         "port": port,
         "interface": Interfaces.ASGI,  # with lifespan: the writer and the hub start there
         "http": HTTPModes.auto,  # HTTP/1.1, and HTTP/2 by ALPN over TLS or prior knowledge (h2c)
-        "websockets": False,
+        "websockets": True,  # /subscribe/{topic}
         "log_enabled": kw.pop("log_enabled", True),
         "log_level": kw.pop("log_level", "warning"),
         "backlog": 2048,
@@ -71,6 +71,16 @@ def stop_server(app: Any, server: Any) -> None:
     server.stop()
 
 
+def resp_log(app: Any) -> Log:
+    """The app's log as the Redis front needs it: XADD creates a stream, as in
+    Redis. Same store and wake-ups, so an XADD wakes HTTP long-polls and an
+    HTTP produce wakes a blocked XREAD."""
+    log = app.state.ctx.log
+    view = Log(log.store, auto_create=True, clock=log.clock)
+    view.notifier = log.notifier
+    return view
+
+
 def serve(
     url: str | Log,
     host: str = "127.0.0.1",
@@ -79,28 +89,51 @@ def serve(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     max_body: int = DEFAULT_MAX_BODY,
+    resp_port: int = 0,
     **kw: Any,
 ) -> None:
     """Serve the log at `url` until SIGINT or SIGTERM.
 
     Binds to loopback unless told otherwise. `token` (else the TIDELOG_TOKEN
     environment variable) makes every route but /healthz require
-    `Authorization: Bearer <token>`. Extra keywords go to `create_app`
-    (max_wait, keepalive) or to granian's server.
+    `Authorization: Bearer <token>`. `resp_port` (0: off) also serves the
+    Redis protocol on the same host, log and token (`tidelog serve` turns it
+    on at 7379). Extra keywords go to `create_app` (max_wait, keepalive,
+    clean_interval) or to granian's server.
     """
     if token is None:
         token = os.environ.get("TIDELOG_TOKEN") or None
-    app_kw = {k: kw.pop(k) for k in ("max_wait", "keepalive") if k in kw}
+    app_kw = {k: kw.pop(k) for k in ("max_wait", "keepalive", "clean_interval") if k in kw}
     app = create_app(url, token, max_body=max_body, **app_kw)
     server = build_server(app, host, port, tls_cert, tls_key, **kw)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
+        resp = None
+        if resp_port:
+            from .resp import start_resp_server
+
+            resp = await start_resp_server(resp_log(app), host, resp_port, token)
+        stopping: list[asyncio.Task] = []
+
+        async def stop() -> None:
+            if resp is not None:  # first: it uses the log the app closes when it stops
+                from .resp import stop_resp_server
+
+                await stop_resp_server(resp)
+            stop_server(app, server)
+
+        def on_signal() -> None:
+            if not stopping:
+                stopping.append(loop.create_task(stop()))
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop_server, app, server)
+            loop.add_signal_handler(sig, on_signal)
         await server.serve()
 
-    logging.getLogger("tidelog.server").info("serving %s on %s:%s", url, host, port)
+    logging.getLogger("tidelog.server").info(
+        "serving %s on %s:%s%s", url, host, port, f" (Redis protocol on {resp_port})" if resp_port else ""
+    )
     try:
         import uvloop
 

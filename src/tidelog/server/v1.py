@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..config import check_name
+from ..config import check_name, check_txn
 from ..errors import InvalidRequest, UnknownGroup, UnknownTopic
 from ..log import MAX_BATCH, Message
 from ..records import BatchSent
@@ -74,7 +74,12 @@ async def create_topic(request: Request) -> Response:
 
 async def describe_topic(request: Request) -> Response:
     ctx = ctx_of(request)
-    desc = await ctx.run(ctx.log.describe, _topic(request))
+    name = _topic(request)
+
+    def look():
+        return ctx.log.describe(name), ctx.log.last_clean(name)
+
+    desc, last_clean = await ctx.run(look)
     return json_response(
         {
             "name": desc.name,
@@ -88,9 +93,12 @@ async def describe_topic(request: Request) -> Response:
                     "first_offset": p.first_offset,
                     "last_offset": p.last_offset,
                     "records": p.records,
+                    "bytes": p.bytes,
                 }
                 for p in desc.partitions
             ],
+            "bytes": sum(p.bytes for p in desc.partitions),
+            "last_clean": last_clean,
         }
     )
 
@@ -98,7 +106,9 @@ async def describe_topic(request: Request) -> Response:
 async def delete_topic(request: Request) -> Response:
     ctx = ctx_of(request)
     name = _topic(request)
-    if not await ctx.run(ctx.log.delete_topic, name):
+    deleted = await ctx.run(ctx.log.delete_topic, name)
+    ctx.forget_topic(name)
+    if not deleted:
         raise UnknownTopic(f"topic {name!r} does not exist")
     return json_response({"name": name, "deleted": True})
 
@@ -179,10 +189,17 @@ def _batch_out(s: BatchSent) -> dict[str, Any]:
 
 
 async def produce_batches(request: Request) -> Response:
-    """Batches to any topics in one transaction: all are written or none."""
+    """Batches to any topics in one transaction: all are written or none.
+
+    With `txn` the write is idempotent: a write whose id was recorded before
+    writes nothing and answers that earlier write's batches.
+    """
     ctx = ctx_of(request)
     body = await json_object(request, ctx.settings.max_body)
-    no_unknown(body, {"batches"})
+    no_unknown(body, {"batches", "txn"})
+    txn = field(body, "txn", str, default=None)
+    if txn is not None:
+        check_txn(txn)
     batches = field(body, "batches", list)
     if not batches:
         raise InvalidRequest("field 'batches' must hold at least one batch")
@@ -216,7 +233,7 @@ async def produce_batches(request: Request) -> Response:
             out.append(prepared if stamp is None else prepared._replace(timestamp=stamp))
         return out
 
-    sent = await ctx.writer.write(job)
+    sent = await ctx.writer.write(job, txn)
     return json_response({"batches": [_batch_out(s) for s in sent]})
 
 
@@ -276,16 +293,32 @@ async def describe_group(request: Request) -> Response:
     def describe():
         if group not in ctx.log.groups():
             raise UnknownGroup(f"group {group!r} does not exist")
-        return ctx.log.describe_group(group, topics)
+        members = ctx.log.group(group).members()
+        subscribed = {t for m in members for t in m.topics}
+        return members, ctx.log.describe_group(group, sorted(set(topics) | subscribed))
 
-    rows = await ctx.run(describe)
+    members, rows = await ctx.run(describe)
+    owners = {tp: m.member for m in members for tp in m.partitions}
     return json_response(
         {
             "group": group,
+            "generation": members[0].generation if members else None,
+            "members": [
+                {
+                    "member_id": m.member,
+                    "topics": m.topics,
+                    "partitions": [list(tp) for tp in m.partitions],
+                    "session_ms": m.session_ms,
+                    "heartbeat": m.heartbeat,
+                    "generation": m.generation,
+                }
+                for m in members
+            ],
             "partitions": [
                 {
                     "topic": r.topic,
                     "partition": r.partition,
+                    "owner": owners.get((r.topic, r.partition)),
                     "committed": r.committed,
                     "last_offset": r.last_offset,
                     "lag": r.lag,
@@ -366,9 +399,18 @@ async def _offset_body(request: Request) -> tuple[str, int, int]:
 
 
 async def commit(request: Request) -> Response:
+    """Commit an offset; with `member_id`, a group member's fenced commit (see members.py)."""
     ctx = ctx_of(request)
     group = _group(request)
-    topic, partition, offset = await _offset_body(request)
+    body = await json_object(request, ctx.settings.max_body)
+    if "member_id" in body:
+        from .members import member_commit
+
+        no_unknown(body, {"member_id", "generation", "topic", "partition", "offset"})
+        return json_response(await member_commit(ctx, group, body))
+    no_unknown(body, {"topic", "partition", "offset"})
+    topic = check_name("topic", field(body, "topic", str))
+    partition, offset = int_field(body, "partition", 0), int_field(body, "offset", 0)
 
     def do():
         consumer = ctx.consumer(group)

@@ -48,8 +48,15 @@ class GroupCommitWriter:
                 pass
         self._thread.shutdown(wait=True)
 
-    async def write(self, job: Job) -> list[BatchSent]:
-        """Run `job` and commit its batches; returns after they are committed."""
+    async def write(self, job: Job, txn: str | None = None) -> list[BatchSent]:
+        """Run `job` and commit its batches; returns after they are committed.
+
+        With a `txn` id (an idempotent write) the batches get a transaction of
+        their own, on the same writer thread, since the id is recorded with
+        exactly these records.
+        """
+        if txn is not None:
+            return await asyncio.get_running_loop().run_in_executor(self._thread, self._txn, job, txn)
         future = asyncio.get_running_loop().create_future()
         self._jobs.append((job, future))
         self._wake.set()
@@ -140,6 +147,13 @@ class GroupCommitWriter:
             for b in group:
                 sent.append(BatchSent(whole.topic, whole.partition, first, len(b.values), whole.timestamp))
                 first += len(b.values)
+        return sent
+
+    def _txn(self, job: Job, txn: str) -> list[BatchSent]:
+        sent = self.log.write(job(), txn=txn)
+        self.commits += 1
+        if self.on_written is not None:
+            self.on_written(sent)
         return sent
 
     def _alone(self, batches: list[Prepared]) -> Outcome:

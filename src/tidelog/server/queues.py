@@ -1,0 +1,266 @@
+"""Queue groups over HTTP: /v1/queues/{topic}/...
+
+Every route takes `?group=` (default: the topic's name) and is a thin
+translation of `tidelog.Queue`: open, send (with a delay), receive (a
+long-poll that wakes on an append or when a delayed or expired record falls
+due), ack, nack (front, back, delay), extend, reject and stats. Deliveries
+carry an opaque receipt token (see `receipts`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..config import check_name
+from ..errors import InvalidRequest, LeaseLost, TidelogError
+from ..log import MAX_BATCH
+from ..queues import MAX_RECEIVE, MAX_VISIBILITY_S, Delivery, Queue
+from ..wire import record_in, row_to_wire
+from . import receipts
+from .bodies import (
+    field,
+    int_field,
+    json_object,
+    no_unknown,
+    number_field,
+    parse_json,
+    query_int,
+    query_seconds,
+    query_wait,
+    read_body,
+)
+from .context import Context, ctx_of, json_response, raw_json
+
+MAX_DELIVERIES = 1 << 31
+
+
+def topic_and_group(request: Request) -> tuple[str, str]:
+    topic = check_name("topic", request.path_params["topic"])
+    group = request.query_params.get("group") or topic
+    return topic, check_name("group", group)
+
+
+def delivery_out(group: str, d: Delivery) -> dict[str, Any]:
+    out = row_to_wire(d.topic, d.partition, d.message, raw_json)
+    out["delivery_count"] = d.delivery_count
+    out["receipt"] = receipts.encode(group, d)
+    out["lease_deadline"] = d.lease_deadline
+    return out
+
+
+async def receive_deliveries(
+    ctx: Context, queue: Queue, limit: int, visibility: float | None, wait: float
+) -> tuple[list[Delivery], int | None]:
+    """Lease up to `limit` records, waiting up to `wait` seconds for one.
+
+    Wakes on an append to the topic, or when a delayed, released or expired
+    record falls due (the `next_due` the store reports), never on a tick.
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        seq = ctx.hub.seq
+        got, next_due = await ctx.run(queue.poll, limit, visibility)
+        left = deadline - time.monotonic()
+        if got or left <= 0:
+            return got, next_due
+        if next_due is not None:
+            left = min(left, max(0.001, (next_due - ctx.log.clock()) / 1000))
+        await ctx.hub.wait([(queue.topic, None)], seq, left)
+
+
+# routes ----------------------------------------------------------------------------
+
+
+async def open_queue(request: Request) -> Response:
+    """Create the group (its settings are stored on first use) or show the stored ones."""
+    ctx = ctx_of(request)
+    topic, group = topic_and_group(request)
+    raw = await read_body(request, ctx.settings.max_body)
+    body = parse_json(raw) if raw.strip() else {}
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object")
+    no_unknown(body, {"max_deliveries", "dead_letter", "start"})
+    int_field(body, "max_deliveries", 1, MAX_DELIVERIES, default=None)  # stored as JSON: keep it small
+    options = {k: body[k] for k in ("max_deliveries", "dead_letter", "start") if body.get(k) is not None}
+    queue = await ctx.run(ctx.queue, topic, group, options)
+    return json_response(
+        {
+            "topic": topic,
+            "group": group,
+            "max_deliveries": queue.max_deliveries,
+            "dead_letter": queue.dead_letter,
+        }
+    )
+
+
+async def send(request: Request) -> Response:
+    ctx = ctx_of(request)
+    topic, group = topic_and_group(request)
+    body = await json_object(request, ctx.settings.max_body)
+    no_unknown(body, {"records", "delay", "partition", "producer"})
+    records = field(body, "records", list)
+    if not records or len(records) > MAX_BATCH:
+        raise InvalidRequest(f"field 'records' must hold 1 to {MAX_BATCH} records, got {len(records)}")
+    delay = number_field(body, "delay", default=0)
+    default_partition = int_field(body, "partition", 0, default=None)
+    producer_id = field(body, "producer", str, default=None)
+    if producer_id is not None:
+        check_name("producer", producer_id)
+    # Group records by what picks their partition, keeping their order.
+    routes: dict[tuple, tuple[list[int], list[Any]]] = {}
+    for i, item in enumerate(records):
+        value, partition, key = record_in(item, f"records[{i}]")
+        partition = default_partition if partition is None else partition
+        route = ("p", partition) if partition is not None else ("k", key) if key is not None else ("spread",)
+        slot = routes.setdefault(route, ([], []))
+        slot[0].append(i)
+        slot[1].append(value)
+    queue = await ctx.run(ctx.queue, topic, group)
+    producer = ctx.producer(producer_id)
+
+    def job():
+        return [
+            queue.prepare(
+                values,
+                key=route[1] if route[0] == "k" else None,
+                partition=route[1] if route[0] == "p" else None,
+                delay=delay,
+                producer=producer,
+            )
+            for route, (_, values) in routes.items()
+        ]
+
+    sent = await ctx.writer.write(job)
+    placed: list[Any] = [None] * len(records)
+    for (indices, _), s in zip(routes.values(), sent):
+        for j, i in enumerate(indices):
+            placed[i] = {"partition": s.partition, "offset": s.first_offset + j}
+    return json_response({"topic": topic, "timestamp": sent[0].timestamp, "records": placed})
+
+
+async def receive(request: Request) -> Response:
+    ctx = ctx_of(request)
+    topic, group = topic_and_group(request)
+    limit = query_int(request, "max", 1, 1, MAX_RECEIVE)
+    visibility = query_seconds(request, "visibility_timeout")
+    wait = query_wait(request, ctx.settings.max_wait)
+    queue = await ctx.run(ctx.queue, topic, group)
+    got, next_due = await receive_deliveries(ctx, queue, limit, visibility, wait)
+    ctx.metrics.records_read(topic, len(got))
+    return json_response({"messages": [delivery_out(group, d) for d in got], "next_due": next_due})
+
+
+async def _settle_body(request: Request, known: set[str]) -> tuple[Context, Queue, dict[str, Any]]:
+    ctx = ctx_of(request)
+    topic, group = topic_and_group(request)
+    body = await json_object(request, ctx.settings.max_body)
+    no_unknown(body, known)
+    queue = await ctx.run(ctx.queue, topic, group)
+    return ctx, queue, body
+
+
+async def ack(request: Request) -> Response:
+    """Ack one receipt (`receipt`), or many (`receipts`: each settled on its own)."""
+    ctx, queue, body = await _settle_body(request, {"receipt", "receipts"})
+    if ("receipt" in body) == ("receipts" in body):
+        raise InvalidRequest("send exactly one of 'receipt' and 'receipts'")
+    if "receipt" in body:
+        r = receipts.decode(field(body, "receipt", str), queue.group, queue.topic)
+        await ctx.run(queue.ack, receipts.delivery(r))
+        return json_response({"acked": 1})
+    tokens = field(body, "receipts", list)
+    if not tokens or len(tokens) > MAX_RECEIVE:
+        raise InvalidRequest(f"field 'receipts' must hold 1 to {MAX_RECEIVE} receipts")
+
+    def ack_each() -> list[dict[str, Any]]:
+        failed = []
+        for i, token in enumerate(tokens):
+            try:
+                queue.ack(receipts.delivery(receipts.decode(token, queue.group, queue.topic)))
+            except TidelogError as e:
+                failed.append({"index": i, "error": {"code": e.code, "message": str(e)}})
+        return failed
+
+    failed = await ctx.run(ack_each)
+    return json_response({"acked": len(tokens) - len(failed), "failed": failed})
+
+
+def _due_to_nack(ctx: Context, due: int) -> dict[str, Any]:
+    """An absolute due time (ms, the server's clock) as nack's arguments."""
+    if due == 0:
+        return {}
+    now = ctx.log.clock()
+    if due <= now:
+        return {"back": True}
+    # + 0.5 ms: the core turns seconds back into whole milliseconds by truncation.
+    return {"delay": min((due - now + 0.5) / 1000, MAX_VISIBILITY_S)}
+
+
+async def nack(request: Request) -> Response:
+    """Available again: at the front (default), at the back, after `delay` s, or at `due` (ms)."""
+    ctx, queue, body = await _settle_body(request, {"receipt", "back", "delay", "due"})
+    r = receipts.decode(field(body, "receipt", str), queue.group, queue.topic)
+    back = field(body, "back", bool, default=False)
+    delay = number_field(body, "delay", default=None)
+    due = int_field(body, "due", 0, default=None)
+    if sum((back, delay is not None, due is not None)) > 1:
+        raise InvalidRequest("send at most one of 'back', 'delay' and 'due'")
+    options: dict[str, Any] = {"back": back, "delay": delay} if due is None else _due_to_nack(ctx, due)
+    await ctx.run(lambda: queue.nack(receipts.delivery(r), **options))
+    return json_response({"released": True})
+
+
+async def extend(request: Request) -> Response:
+    """Push the lease out to `seconds` from now, or to `deadline` (ms, the server's clock)."""
+    ctx, queue, body = await _settle_body(request, {"receipt", "seconds", "deadline"})
+    r = receipts.decode(field(body, "receipt", str), queue.group, queue.topic)
+    if ("seconds" in body) == ("deadline" in body):
+        raise InvalidRequest("send exactly one of 'seconds' and 'deadline'")
+    if "seconds" in body:
+        seconds = number_field(body, "seconds")
+    else:
+        deadline = int_field(body, "deadline", 0)
+        seconds = min(max(0.0, (deadline - ctx.log.clock() + 0.5) / 1000), MAX_VISIBILITY_S)
+    d = await ctx.run(queue.extend, receipts.delivery(r), seconds)
+    return json_response({"lease_deadline": d.lease_deadline})
+
+
+async def reject(request: Request) -> Response:
+    """Straight to the dead-letter topic, with headers naming where it came from."""
+    ctx, queue, body = await _settle_body(request, {"receipt", "reason"})
+    r = receipts.decode(field(body, "receipt", str), queue.group, queue.topic)
+    reason = field(body, "reason", str, default="rejected")
+
+    def do() -> int:
+        rows = ctx.log.read(r.topic, r.partition, after=r.offset - 1, limit=1) if r.offset else []
+        if not rows or rows[0].offset != r.offset:
+            raise LeaseLost(f"record {r.topic!r}/{r.partition} offset {r.offset} no longer exists")
+        return queue.reject(receipts.delivery(r, rows[0]), reason)
+
+    offset = await ctx.run(do)
+    return json_response({"dead_letter": queue.dead_letter, "offset": offset})
+
+
+async def stats(request: Request) -> Response:
+    ctx = ctx_of(request)
+    topic, group = topic_and_group(request)
+    queue = await ctx.run(ctx.queue, topic, group)
+    s = await ctx.run(queue.stats)
+    return json_response({"topic": topic, "group": group, **s._asdict()})
+
+
+routes = [
+    Route("/v1/queues/{topic}", open_queue, methods=["POST"]),
+    Route("/v1/queues/{topic}/messages", send, methods=["POST"]),
+    Route("/v1/queues/{topic}/receive", receive, methods=["POST"]),
+    Route("/v1/queues/{topic}/ack", ack, methods=["POST"]),
+    Route("/v1/queues/{topic}/nack", nack, methods=["POST"]),
+    Route("/v1/queues/{topic}/extend", extend, methods=["POST"]),
+    Route("/v1/queues/{topic}/reject", reject, methods=["POST"]),
+    Route("/v1/queues/{topic}/stats", stats, methods=["GET"]),
+]

@@ -1,0 +1,447 @@
+"""A WebSocket that pushes a queue group's records one at a time.
+
+    ws /subscribe/{topic}?group=G          (group defaults to the topic)
+    client: INIT
+    server: {"msg": "<base64 value>", "dackCount": 0, "partition": 0, "offset": 7, "deliveryCount": 1}
+    client: ACK | NACK | BACK | DACK <seconds>
+    server: the next message, when there is one
+
+ACK finishes the record; NACK makes it available again at the front, BACK
+behind the records waiting now, DACK after a delay (`dackCount` counts the
+DACKs this server saw for the record). While the client holds a message its
+lease is extended; a client that disconnects releases it to the front.
+Errors come as `{"error": "..."}`; a malformed command changes nothing and
+the message stays with the client.
+
+All subscribers of one queue group share a `Pump`: one task that applies
+every waiting answer and leases a record for every waiting subscriber in one
+trip to a worker thread, so the cost of a trip is shared by all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+from collections import deque
+from typing import Any
+
+import orjson
+from starlette.routing import WebSocketRoute
+from starlette.websockets import WebSocket
+
+from ..config import check_name
+from ..errors import InvalidRequest, LeaseLost, TidelogError
+from ..queues import Delivery, Queue
+from .context import Context
+
+log = logging.getLogger("tidelog.server")
+
+VISIBILITY_S = 30.0  # the lease on a pushed message, extended while the client holds it
+EXTEND_EVERY_S = VISIBILITY_S / 3
+MAX_DACK_COUNTS = 100_000
+ANSWER = "answer the message with ACK, NACK, BACK or DACK <seconds>"
+
+# A settle: (command, delivery, seconds for DACK). EXTEND is the server's own.
+Settle = tuple[str, Delivery, float | None]
+
+
+class Pump:
+    """Leases and settles for every WebSocket subscriber of one queue group."""
+
+    def __init__(self, ctx: Context, queue: Queue):
+        self.ctx = ctx
+        self.queue = queue
+        self.users = 0
+        self._settles: list[tuple[Settle, asyncio.Future]] = []
+        self._waiting: deque[asyncio.Future] = deque()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self.dack_counts: dict[tuple[int, int], int] = {}
+        self.on_idle: Any = lambda pump: None
+        self.held: dict[int, Delivery] = {}  # subscriber id -> the message it holds
+
+    def start(self) -> Pump:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="tidelog-pump")
+        return self
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        for fut in [f for _, f in self._settles] + list(self._waiting):
+            if not fut.done():
+                fut.set_exception(ConnectionAbortedError("the server is stopping"))
+
+    def settle(self, settle: Settle) -> asyncio.Future:
+        """Apply a client's answer in the next round; the future holds the error, if any."""
+        fut = asyncio.get_running_loop().create_future()
+        self._settles.append((settle, fut))
+        self._wake.set()
+        return fut
+
+    def next(self) -> asyncio.Future:
+        """A future for the next delivery; cancel it to stop waiting."""
+        fut = asyncio.get_running_loop().create_future()
+        self._waiting.append(fut)
+        self._wake.set()
+        return fut
+
+    def release(self, d: Delivery) -> None:
+        """Back to the front, for a subscriber that went away (nobody waits for the result)."""
+        self.settle(("NACK", d, None)).add_done_callback(_ignore)
+
+    # the round -------------------------------------------------------------------
+
+    def _round(self, settles: list[Settle], want: int) -> tuple[list[Any], list[Delivery], int | None]:
+        """On a worker thread: apply answers, then lease up to `want` records."""
+        q = self.queue
+        results: list[Any] = []
+        for command, d, seconds in settles:
+            try:
+                if command == "ACK":
+                    q.ack(d)
+                    results.append(None)
+                elif command == "NACK":
+                    q.nack(d)
+                    results.append(None)
+                elif command == "BACK":
+                    q.nack(d, back=True)
+                    results.append(None)
+                elif command == "DACK":
+                    q.nack(d, delay=seconds)
+                    results.append(None)
+                else:  # EXTEND
+                    results.append(q.extend(d, VISIBILITY_S))
+            except TidelogError as e:
+                results.append(e)
+        got, next_due = q.poll(want, VISIBILITY_S) if want else ([], None)
+        return results, got, next_due
+
+    async def _run(self) -> None:
+        ctx = self.ctx
+        while True:
+            if self.users <= 0 and not self._settles:
+                self.on_idle(self)  # the last subscriber left and its answers are applied
+                return
+            await self._wake.wait()
+            self._wake.clear()
+            while self._settles or self._waiting:
+                settles, self._settles = self._settles, []
+                while self._waiting and self._waiting[0].done():
+                    self._waiting.popleft()
+                want = sum(not f.done() for f in self._waiting)
+                seq = ctx.hub.seq
+                try:
+                    results, got, next_due = await ctx.run(self._round, [s for s, _ in settles], want)
+                except Exception as e:  # the store failed: tell everyone in this round
+                    log.exception("queue pump round failed")
+                    for _, fut in settles:
+                        if not fut.done():
+                            fut.set_result(e)
+                    got, next_due = [], None
+                    await asyncio.sleep(0.1)
+                else:
+                    for ((command, d, _), fut), result in zip(settles, results):
+                        self._count(command, d, result)
+                        if not fut.done():
+                            fut.set_result(result)
+                for d in got:
+                    while self._waiting and self._waiting[0].done():
+                        self._waiting.popleft()
+                    if self._waiting:
+                        self._waiting.popleft().set_result(d)
+                    else:  # its subscriber left meanwhile
+                        self.release(d)
+                self._waiting = deque(f for f in self._waiting if not f.done())
+                if got or self._settles or not self._waiting:
+                    continue
+                # Someone waits and nothing is available: sleep until an append,
+                # a record falls due, or a subscriber speaks.
+                pause = ctx.settings.max_wait
+                if next_due is not None:
+                    pause = min(pause, max(0.001, (next_due - ctx.log.clock()) / 1000))
+                await self._sleep(seq, pause)
+
+    async def _sleep(self, seq: int, pause: float) -> None:
+        hub = asyncio.ensure_future(self.ctx.hub.wait([(self.queue.topic, None)], seq, pause))
+        spoke = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait({hub, spoke}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            hub.cancel()
+            spoke.cancel()
+        self._wake.clear()
+
+    def _count(self, command: str, d: Delivery, result: Any) -> None:
+        if isinstance(result, BaseException):
+            return
+        key = (d.partition, d.offset)
+        if command == "DACK":
+            self.dack_counts[key] = self.dack_counts.pop(key, 0) + 1
+            if len(self.dack_counts) > MAX_DACK_COUNTS:
+                del self.dack_counts[next(iter(self.dack_counts))]
+        elif command == "ACK":
+            self.dack_counts.pop(key, None)
+
+
+def _ignore(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
+class Pumps:
+    """One Pump per queue group with subscribers; stopped when the last one leaves."""
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.running: dict[tuple[str, str], Pump] = {}
+
+    async def take(self, topic: str, group: str) -> Pump:
+        key = (topic, group)
+        pump = self.running.get(key)
+        if pump is None:
+            queue = await self.ctx.run(self.ctx.queue, topic, group)
+            pump = self.running.get(key)  # another subscriber may have made it meanwhile
+            if pump is None:
+                pump = self.running[key] = Pump(self.ctx, queue)
+                pump.on_idle = self._ended
+                pump.start()
+        pump.users += 1
+        return pump
+
+    def give_back(self, pump: Pump) -> None:
+        """A subscriber left; the pump ends once the last one's answers are applied."""
+        pump.users -= 1
+        pump._wake.set()
+
+    def _ended(self, pump: Pump) -> None:
+        key = (pump.queue.topic, pump.queue.group)
+        if self.running.get(key) is pump:
+            del self.running[key]
+
+    async def stop(self) -> None:
+        """Server shutdown: messages held by connected clients go back to the front."""
+        pumps = list(self.running.values())
+        self.running.clear()
+        owed = [(p, [s[1] for s, _ in p._settles if s[0] == "NACK"] + list(p.held.values())) for p in pumps]
+        for pump in pumps:
+            pump.stop()
+
+        def release() -> None:
+            for pump, deliveries in owed:
+                for d in deliveries:
+                    try:
+                        pump.queue.nack(d)
+                    except TidelogError:
+                        pass  # settled or expired meanwhile
+
+        await self.ctx.run(release)
+
+
+# the socket ------------------------------------------------------------------------
+
+
+class Gone(Exception):
+    """The client disconnected."""
+
+
+class Subscriber:
+    """One WebSocket: waits for INIT, then push, answer, push, ...
+
+    One reader task reads the socket for the connection's whole life: answers
+    go to the inbox, a disconnect ends whatever the main loop waits for, and
+    anything said while no message is out is answered with an error at once.
+    Each step of the main loop awaits one future, so a message costs no new
+    task.
+    """
+
+    def __init__(self, ws: WebSocket, ctx: Context):
+        self.ws = ws
+        self.ctx = ctx
+        self.inbox: deque[str] = deque()
+        self.gone = False
+        self.waiting = False  # True while no message is out (after INIT)
+        self._waiter: asyncio.Future | None = None
+
+    def _wake(self, exc: BaseException | None = None) -> None:
+        w = self._waiter
+        if w is not None and not w.done():
+            if exc is None:
+                w.set_result(None)
+            else:
+                w.set_exception(exc)
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                frame = await self.ws.receive()
+                if frame["type"] == "websocket.disconnect":
+                    return
+                text = frame.get("text")
+                if text is None:
+                    text = (frame.get("bytes") or b"").decode("utf-8", errors="replace")
+                text = text.strip()
+                if self.waiting:
+                    await self.error(f"no message is out yet: {text[:40]!r} changes nothing")
+                else:
+                    self.inbox.append(text)
+                    self._wake()
+        except Exception:  # the socket broke: the same as a disconnect
+            pass
+        finally:
+            self.gone = True
+            self._wake(Gone())
+
+    async def command(self, timeout: float | None = None) -> str | None:
+        """The client's next command; None when `timeout` passed first."""
+        if not self.inbox:
+            if self.gone:
+                raise Gone
+            loop = asyncio.get_running_loop()
+            self._waiter = waiter = loop.create_future()
+            timer = loop.call_later(timeout, self._wake) if timeout is not None else None
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+                if timer is not None:
+                    timer.cancel()
+            if not self.inbox:
+                return None
+        return self.inbox.popleft()
+
+    async def send(self, payload: dict[str, Any]) -> None:
+        try:
+            await self.ws.send_text(orjson.dumps(payload).decode())
+        except Exception:  # the client went away mid-send
+            self.gone = True
+            raise Gone from None
+
+    async def error(self, message: str) -> None:
+        await self.send({"error": message})
+
+    async def run(self, topic: str, group: str) -> None:
+        reader = asyncio.ensure_future(self._read())
+        try:
+            while (text := await self.command()) != "INIT":
+                await self.error(f"send INIT to start, not {(text or '')[:40]!r}")
+            try:
+                pump = await self.ctx.pumps.take(topic, group)
+            except TidelogError as e:
+                await self.error(str(e))
+                await self.ws.close(1008)
+                return
+            try:
+                await self._serve(pump)
+            finally:
+                self.ctx.pumps.give_back(pump)
+        finally:
+            reader.cancel()
+
+    async def _serve(self, pump: Pump) -> None:
+        answer: asyncio.Future | None = None
+        while True:
+            # Ask for the next record before the answer is applied: both go
+            # in the same round of the pump.
+            d = await self._next(pump, pump.next(), answer)
+            pump.held[id(self)] = d
+            await self.send(
+                {
+                    "msg": base64.b64encode(d.value).decode("ascii"),
+                    "dackCount": pump.dack_counts.get((d.partition, d.offset), 0),
+                    "partition": d.partition,
+                    "offset": d.offset,
+                    "deliveryCount": d.delivery_count,
+                }
+            )
+            answer = await self._answer(pump, d)
+            pump.held.pop(id(self), None)
+
+    async def _next(self, pump: Pump, wanted: asyncio.Future, answer: asyncio.Future | None) -> Delivery:
+        """The next delivery, after reporting how the last answer went."""
+        try:
+            self.waiting = True  # from here, what the client says is told "no message is out"
+            if answer is not None:
+                result = await answer
+                if isinstance(result, BaseException):
+                    await self.error(str(result))
+            while self.inbox:  # said after its answer, before this: a second answer to nothing
+                text = self.inbox.popleft()
+                await self.error(f"no message is out yet: {text[:40]!r} changes nothing")
+            if self.gone:
+                raise Gone
+            self._waiter = wanted  # a disconnect ends this wait
+            try:
+                return await wanted
+            finally:
+                self.waiting = False
+                self._waiter = None
+        except BaseException:
+            if not wanted.done():
+                wanted.cancel()
+            elif not wanted.cancelled() and wanted.exception() is None:
+                pump.release(wanted.result())
+            raise
+
+    async def _answer(self, pump: Pump, d: Delivery) -> asyncio.Future:
+        """Wait for ACK, NACK, BACK or DACK <s>; returns the settle's future."""
+        try:
+            while True:
+                text = await self.command(timeout=EXTEND_EVERY_S)
+                if text is None:  # the client still holds it: keep the lease alive
+                    extended = await pump.settle(("EXTEND", d, None))
+                    if isinstance(extended, LeaseLost):
+                        await self.error(str(extended))
+                    elif isinstance(extended, Delivery):
+                        d = pump.held[id(self)] = extended
+                    continue
+                try:
+                    settle = self._parse(text, d)
+                except InvalidRequest as e:
+                    await self.error(str(e))
+                    continue
+                return pump.settle(settle)
+        except Gone:
+            pump.held.pop(id(self), None)
+            pump.release(d)
+            raise
+
+    @staticmethod
+    def _parse(text: str, d: Delivery) -> Settle:
+        word, _, rest = text.partition(" ")
+        word = word.upper()
+        rest = rest.strip()
+        if word in ("ACK", "NACK", "BACK") and not rest:
+            return (word, d, None)
+        if word == "DACK":
+            try:
+                seconds = float(rest)
+            except ValueError:
+                raise InvalidRequest(f"DACK needs a number of seconds, got {rest[:40]!r}") from None
+            if not 0 <= seconds <= 12 * 3600:
+                raise InvalidRequest(f"DACK seconds must be between 0 and 43200, got {rest[:40]}")
+            return ("DACK", d, seconds)
+        return _bad(text)
+
+
+def _bad(text: str) -> Settle:
+    raise InvalidRequest(f"{ANSWER}; got {text[:40]!r}")
+
+
+async def subscribe(ws: WebSocket) -> None:
+    ctx: Context = ws.app.state.ctx
+    await ws.accept()
+    try:
+        topic = check_name("topic", ws.path_params["topic"])
+        group = check_name("group", ws.query_params.get("group") or topic)
+    except InvalidRequest as e:
+        await ws.send_text(orjson.dumps({"error": str(e)}).decode())
+        await ws.close(1008)
+        return
+    try:
+        await Subscriber(ws, ctx).run(topic, group)
+    except (Gone, ConnectionAbortedError):
+        pass
+
+
+routes = [WebSocketRoute("/subscribe/{topic}", subscribe)]

@@ -1,0 +1,311 @@
+"""Queue groups over HTTP and the WebSocket subscribe, on a real server with real clients.
+
+Long-polls are given a wait longer than the client's timeout: only a wake-up
+(an append, or a record falling due) can answer them in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import threading
+
+import httpx
+import pytest
+
+websockets = pytest.importorskip("websockets")
+
+WAKE = 25  # long-poll seconds; the client gives up after CLIENT_TIMEOUT
+CLIENT_TIMEOUT = 12
+
+
+@pytest.fixture
+def server(serve):
+    return serve()
+
+
+@pytest.fixture
+def http(server):
+    with httpx.Client(base_url=server.url, timeout=CLIENT_TIMEOUT) as client:
+        client.post("/v1/topics", json={"name": "jobs", "partitions": 2})
+        yield client
+
+
+def error(response: httpx.Response, status: int) -> dict:
+    assert response.status_code == status, response.text
+    return response.json()["error"]
+
+
+def later(seconds: float, fn) -> threading.Timer:
+    timer = threading.Timer(seconds, fn)
+    timer.start()
+    return timer
+
+
+def receive(http, group=None, **params):
+    if group:
+        params["group"] = group
+    r = http.post("/v1/queues/jobs/receive", params=params)
+    assert r.status_code == 200, r.text
+    return r.json()["messages"]
+
+
+def stats(http, group=None):
+    return http.get("/v1/queues/jobs/stats", params={"group": group} if group else {}).json()
+
+
+def test_send_receive_ack_nack_extend_reject(http):
+    opened = http.post("/v1/queues/jobs", params={"group": "mailer"}, json={"max_deliveries": 3})
+    assert opened.json() == {
+        "topic": "jobs",
+        "group": "mailer",
+        "max_deliveries": 3,
+        "dead_letter": "jobs.dlq",
+    }
+    sent = http.post(
+        "/v1/queues/jobs/messages",
+        params={"group": "mailer"},
+        json={
+            "records": [
+                {"value": {"n": 1}, "partition": 0},
+                {"value": "two", "format": "text", "partition": 0},
+            ]
+        },
+    ).json()
+    assert [r["offset"] for r in sent["records"]] == [1, 2]
+    http.post(
+        "/v1/queues/jobs/messages", json={"records": [{"value": "later", "partition": 1}], "delay": 3600}
+    )
+
+    first, second = receive(http, "mailer", max=10)
+    assert [(m["value"], m["delivery_count"]) for m in (first, second)] == [({"n": 1}, 1), ("two", 1)]
+    assert receive(http, "mailer") == []  # both leased, the third delayed an hour
+    assert stats(http, "mailer") | {"oldest_available_age_ms": 0} == {
+        "topic": "jobs",
+        "group": "mailer",
+        "available": 0,
+        "in_flight": 2,
+        "delayed": 1,
+        "dead_lettered": 0,
+        "oldest_available_age_ms": 0,
+    }
+    ext = http.post(
+        "/v1/queues/jobs/extend",
+        params={"group": "mailer"},
+        json={"receipt": first["receipt"], "seconds": 60},
+    )
+    assert ext.json()["lease_deadline"] > first["lease_deadline"]
+    assert http.post(
+        "/v1/queues/jobs/ack", params={"group": "mailer"}, json={"receipt": first["receipt"]}
+    ).json() == {"acked": 1}
+    # Acking twice is a no-op; settling an acked record otherwise is refused.
+    assert (
+        http.post(
+            "/v1/queues/jobs/ack", params={"group": "mailer"}, json={"receipt": first["receipt"]}
+        ).status_code
+        == 200
+    )
+    assert (
+        error(
+            http.post("/v1/queues/jobs/nack", params={"group": "mailer"}, json={"receipt": first["receipt"]}),
+            409,
+        )["code"]
+        == "lease_lost"
+    )
+
+    http.post("/v1/queues/jobs/nack", params={"group": "mailer"}, json={"receipt": second["receipt"]})
+    (again,) = receive(http, "mailer")
+    assert (again["offset"], again["delivery_count"]) == (2, 2)
+    dead = http.post(
+        "/v1/queues/jobs/reject",
+        params={"group": "mailer"},
+        json={"receipt": again["receipt"], "reason": "bad"},
+    ).json()
+    assert dead == {"dead_letter": "jobs.dlq", "offset": 1}
+    (record,) = http.get("/v1/topics/jobs.dlq/partitions/0/records").json()["records"]
+    headers = {h["name"]: h["value"] for h in record["headers"]}
+    assert (record["value"], headers["tidelog-reason"], headers["tidelog-origin-offset"]) == (
+        "two",
+        "bad",
+        "2",
+    )
+    assert stats(http, "mailer")["dead_lettered"] == 1
+    # The default group (the topic's name) is another group: it sees everything.
+    assert [m["offset"] for m in receive(http, max=10)] == [1, 2]
+
+
+def test_nack_back_and_delay_and_batch_ack(http):
+    http.post("/v1/queues/jobs/messages", json={"records": [{"value": i, "partition": 0} for i in range(4)]})
+    one, two = receive(http, max=2)
+    http.post("/v1/queues/jobs/nack", json={"receipt": one["receipt"], "back": True})
+    http.post("/v1/queues/jobs/nack", json={"receipt": two["receipt"], "delay": 3600})
+    got = receive(http, max=10)
+    assert [m["value"] for m in got] == [2, 3, 0]  # 1 waits an hour, 0 went behind
+    assert stats(http)["delayed"] == 1
+    tokens = [m["receipt"] for m in got] + ["not-a-receipt"]
+    result = http.post("/v1/queues/jobs/ack", json={"receipts": tokens}).json()
+    assert result["acked"] == 3
+    assert [(f["index"], f["error"]["code"]) for f in result["failed"]] == [(3, "lease_lost")]
+    assert stats(http)["in_flight"] == 0
+
+
+def test_forged_receipts_are_refused_and_change_nothing(http):
+    http.post("/v1/queues/jobs/messages", json={"records": [{"value": "x", "partition": 0}]})
+    (mine,) = receive(http, "a")
+    (theirs,) = receive(http, "b")  # the same record, leased to group b
+    before = (stats(http, "a"), stats(http, "b"))
+    text = base64.urlsafe_b64decode(mine["receipt"] + "==").decode()
+    group, topic, partition, offset, count, receipt = text.split(":")
+    forged = [
+        mine["receipt"],  # a's token, presented as group b
+        base64.urlsafe_b64encode(f"b:{topic}:{partition}:{offset}:{count}:{receipt}".encode()).decode(),
+        base64.urlsafe_b64encode(f"b:{topic}:{partition}:{offset}:{count}:{'0' * 24}".encode()).decode(),
+        "garbage",
+        "",
+    ]
+    for token in forged:
+        for action in ("ack", "nack", "extend", "reject"):
+            body = {"receipt": token} | ({"seconds": 5} if action == "extend" else {})
+            assert error(http.post(f"/v1/queues/jobs/{action}", params={"group": "b"}, json=body), 409)[
+                "code"
+            ] == ("lease_lost")
+    assert (stats(http, "a"), stats(http, "b")) == before
+    # A token names its topic too.
+    http.post("/v1/topics", json={"name": "other"})
+    assert error(
+        http.post("/v1/queues/other/ack", params={"group": "a"}, json={"receipt": mine["receipt"]}), 409
+    )
+    http.post("/v1/queues/jobs/ack", params={"group": "b"}, json={"receipt": theirs["receipt"]})
+    assert stats(http, "b")["in_flight"] == 0 and stats(http, "a")["in_flight"] == 1
+
+
+def test_bad_input_is_refused_and_changes_nothing(http):
+    http.post("/v1/queues/jobs/messages", json={"records": [{"value": "x"}]})
+    (d,) = receive(http)
+    before = stats(http)
+    cases = [
+        ("/v1/queues/jobs/messages", {}, {"records": [{"value": 1}], "delay": -1}, 400),
+        ("/v1/queues/jobs/receive?visibility_timeout=50000", None, None, 400),
+        ("/v1/queues/jobs/receive?visibility_timeout=0", None, None, 400),
+        ("/v1/queues/jobs/receive?max=0", None, None, 400),
+        ("/v1/queues/jobs/nack", {}, {"receipt": d["receipt"], "delay": -5}, 400),
+        ("/v1/queues/jobs/nack", {}, {"receipt": d["receipt"], "back": True, "delay": 1}, 400),
+        ("/v1/queues/jobs/extend", {}, {"receipt": d["receipt"], "seconds": -1}, 400),
+        ("/v1/queues/jobs/extend", {}, {"receipt": d["receipt"]}, 400),
+        ("/v1/queues/jobs/ack", {}, {"receipt": d["receipt"], "receipts": [d["receipt"]]}, 400),
+        ("/v1/queues/jobs", {}, {"max_deliveries": 0}, 400),
+        ("/v1/queues/jobs?group=bad%20name", None, None, 400),
+        ("/v1/queues/nope/receive", None, None, 404),
+    ]
+    for path, _, body, status in cases:
+        r = http.post(path, json=body) if body is not None else http.post(path)
+        assert r.status_code == status, (path, body, r.text)
+    assert stats(http) == before | {"oldest_available_age_ms": stats(http)["oldest_available_age_ms"]}
+    assert "nope" not in [t["name"] for t in http.get("/v1/topics").json()["topics"]]
+
+
+def test_receive_long_poll_wakes_on_an_append_and_when_a_record_falls_due(server, http):
+    with httpx.Client(base_url=server.url) as other:
+        timer = later(0.3, lambda: other.post("/publish/jobs", content=b"woken"))
+        got = receive(http, wait=WAKE)
+        timer.join()
+    assert [base64.b64decode(m["value"]) for m in got] == [b"woken"]
+    # Nack with a delay: the waiting receive wakes when it falls due, with no append.
+    http.post("/v1/queues/jobs/nack", json={"receipt": got[0]["receipt"], "delay": 0.5})
+    (again,) = receive(http, wait=WAKE)
+    assert (again["offset"], again["delivery_count"]) == (got[0]["offset"], 2)
+
+
+# the WebSocket subscribe ---------------------------------------------------------------
+
+
+def ws_url(server, topic="jobs", **query) -> str:
+    q = "&".join(f"{k}={v}" for k, v in query.items())
+    return server.url.replace("http", "ws", 1) + f"/subscribe/{topic}" + (f"?{q}" if q else "")
+
+
+async def pushed(ws) -> dict:
+    return json.loads(await asyncio.wait_for(ws.recv(), CLIENT_TIMEOUT))
+
+
+def test_websocket_init_ack_nack_back_dack(server, http):
+    for value in (b"m1", b"m2", b"m3"):
+        http.post("/publish/jobs?partition=0", content=value)
+
+    async def flow():
+        async with websockets.connect(ws_url(server)) as ws:
+            await ws.send("HELLO")
+            assert "INIT" in (await pushed(ws))["error"]
+            await ws.send("INIT")
+            m = await pushed(ws)
+            assert (base64.b64decode(m["msg"]), m["dackCount"]) == (b"m1", 0)
+            for bad in ("DACK soon", "DACK -1", "FETCH", "ACK now"):
+                await ws.send(bad)
+                assert "error" in await pushed(ws)  # and the message stays with us
+            await ws.send("NACK")  # again at the front: m1 comes back
+            m = await pushed(ws)
+            assert (base64.b64decode(m["msg"]), m["deliveryCount"]) == (b"m1", 2)
+            await ws.send("DACK 0")  # due now: behind m2 and m3, which waited since before
+            assert base64.b64decode((await pushed(ws))["msg"]) == b"m2"
+            await ws.send("BACK")  # behind m3 and m1
+            assert base64.b64decode((await pushed(ws))["msg"]) == b"m3"
+            await ws.send("ACK")
+            m = await pushed(ws)
+            assert (base64.b64decode(m["msg"]), m["dackCount"]) == (b"m1", 1)
+            await ws.send("ACK")
+            assert base64.b64decode((await pushed(ws))["msg"]) == b"m2"
+            await ws.send("ACK")
+            await ws.send("ACK")  # nothing is out now
+            assert "no message is out" in (await pushed(ws))["error"]
+            # Waiting for the next: a publish wakes it.
+            http.post("/publish/jobs?partition=1", content=b"m4")
+            assert base64.b64decode((await pushed(ws))["msg"]) == b"m4"
+            await ws.send("ACK")
+
+    asyncio.run(flow())
+    assert stats(http) | {"oldest_available_age_ms": 0} == {
+        "topic": "jobs",
+        "group": "jobs",
+        "available": 0,
+        "in_flight": 0,
+        "delayed": 0,
+        "dead_lettered": 0,
+        "oldest_available_age_ms": 0,
+    }
+
+
+def test_websocket_disconnect_releases_to_the_front(server, http):
+    for value in (b"first", b"second"):
+        http.post("/publish/jobs?partition=0", content=value)
+
+    async def flow():
+        async with websockets.connect(ws_url(server, group="workers")) as ws:
+            await ws.send("INIT")
+            assert base64.b64decode((await pushed(ws))["msg"]) == b"first"
+        # Gone without an answer: "first" is at the front again, delivered a second time.
+        async with websockets.connect(ws_url(server, group="workers")) as ws:
+            await ws.send("INIT")
+            m = await pushed(ws)
+            assert (base64.b64decode(m["msg"]), m["deliveryCount"]) == (b"first", 2)
+            await ws.send("ACK")
+            assert base64.b64decode((await pushed(ws))["msg"]) == b"second"
+            await ws.send("ACK")
+
+    asyncio.run(flow())
+    assert stats(http, "workers")["in_flight"] == 0
+
+
+def test_websocket_bad_topic_and_token(serve, http):
+    async def refused(url):
+        async with websockets.connect(url) as ws:
+            await ws.send("INIT")
+            return await pushed(ws)
+
+    server = serve(token="s3cret")
+    assert "does not exist" in asyncio.run(refused(ws_url(server, "nope", token="s3cret")))["error"]
+    assert "invalid topic name" in asyncio.run(refused(ws_url(server, "bad%20name", token="s3cret")))["error"]
+    with pytest.raises(websockets.exceptions.InvalidStatus):
+        asyncio.run(refused(ws_url(server, "nope")))
+    with pytest.raises(websockets.exceptions.InvalidStatus):
+        asyncio.run(refused(ws_url(server, "nope", token="wrong")))
