@@ -424,7 +424,7 @@ def test_malformed_frames_and_hangups_disturb_no_one(srv, r):
 # the single-binary queue commands ------------------------------------------------
 
 
-def test_publish_subscribe_ack_nack_back_dack(srv, r):
+def test_publish_subscribe_ack_nack_back_dack(srv, r, url):
     for v in (b"one", b"two", b"three"):
         assert r.execute_command("PUBLISH", "work", v) == b"OK"
     assert b"work" in r.execute_command("TOPICS")
@@ -444,6 +444,11 @@ def test_publish_subscribe_ack_nack_back_dack(srv, r):
     sub.send("BOGUS")
     assert sub.reply().startswith("-ERR answer the message with ACK")
     sub.close()  # hangs up holding "three": released to the front
+    # The server notices the hang-up on its own schedule: wait for the release.
+    with tidelog.open(url) as log:
+        deadline = time.monotonic() + 20
+        while log.queue("work").stats().in_flight and time.monotonic() < deadline:
+            time.sleep(0.02)
     r.execute_command("PUBLISH", "work", b"four")
     sub = srv.raw()
     sub.send("SUBSCRIBE", "work")
