@@ -125,6 +125,7 @@ class SQLiteRetention:
                     "base_offset = max(base_offset, ?1) WHERE id = ?2",
                     (top - lo, pid),
                 )
+        self._checkpoint()
         return count, size
 
     def delete_offsets(self, topic: str, partition: int, offsets: list[int]) -> int:
@@ -146,7 +147,19 @@ class SQLiteRetention:
             db.execute(
                 "UPDATE partitions SET base_offset = max(base_offset, ?1) WHERE id = ?2", (max(offsets), pid)
             )
+        self._checkpoint()
         return size
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL back into the file now, from the cleaner's thread.
+
+        Deleting writes many pages; left alone, SQLite's automatic
+        checkpoint would run inside some producer's commit and stall it.
+        PASSIVE never waits for writers, and a reader connection keeps it off
+        this process's writer lock.
+        """
+        if not self.memory:
+            self._reader().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()  # type: ignore[attr-defined]
 
     def record_clean(self, topic: str, report: dict[str, Any]) -> None:
         with self._write() as db:
@@ -167,6 +180,7 @@ class SQLiteRetention:
                 # executescript steps the pragma to the end; execute() would
                 # free a single page (each step frees one).
                 self._db.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
+        self._checkpoint()
         return free
 
     def file_bytes(self) -> int:
