@@ -325,3 +325,14 @@ def test_concurrent_receivers_never_share_a_lease(store):
         assert sorted(seen) == list(range(1, 401))
     finally:
         log.close()
+
+
+def test_stats_age_after_a_nack_to_the_front(qlog, clock):
+    q = qlog.queue("jobs")
+    q.send(b"x")
+    (d,) = q.receive()
+    q.nack(d)  # to the front
+    clock.advance(3)
+    stats = q.stats()
+    assert (stats.available, stats.in_flight) == (1, 0)
+    assert stats.oldest_available_age_ms < 60_000

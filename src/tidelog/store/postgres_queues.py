@@ -140,7 +140,7 @@ _STATE_COUNTS = """
 SELECT count(*) FILTER (WHERE due <= %(now)s),
        count(*) FILTER (WHERE due > %(now)s AND receipt IS NOT NULL),
        count(*) FILTER (WHERE due > %(now)s AND receipt IS NULL),
-       min(due) FILTER (WHERE due <= %(now)s),
+       min(due) FILTER (WHERE due <= %(now)s AND due > 0),  -- 0: nacked to the front, not a time
        (SELECT dead_lettered FROM tidelog_queue_groups WHERE grp = %(grp)s AND topic_id = %(topic_id)s)
 FROM tidelog_queue_state WHERE grp = %(grp)s AND pid = ANY(%(pids)s::bigint[])
 """

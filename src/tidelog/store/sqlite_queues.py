@@ -327,7 +327,8 @@ class SQLiteQueues:
                 ):
                     if due <= now:
                         available += 1
-                        oldest = due if oldest is None else min(oldest, due)
+                        if due > 0:  # 0 means nacked to the front: an order, not a time
+                            oldest = due if oldest is None else min(oldest, due)
                     elif receipt is None:
                         delayed += 1
                     else:
