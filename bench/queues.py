@@ -4,7 +4,7 @@ The baseline does the least the same guarantees need, one record at a time,
 three commits: insert; lease with UPDATE ... RETURNING; delete. Same pragmas
 (WAL, synchronous=NORMAL). Prints figures, never passes or fails.
 
-    python bench/queue.py [--runs 3] [--records 5000]
+    python bench/queues.py [--runs 3] [--records 5000]
 """
 
 from __future__ import annotations

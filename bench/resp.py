@@ -25,12 +25,7 @@ import sys
 import tempfile
 import time
 
-# bench/queue.py, beside this script, would shadow the standard library's
-# queue module that redis-py imports.
-if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    sys.path.pop(0)
-
-import redis  # noqa: E402
+import redis
 
 VALUE = "x" * 100
 

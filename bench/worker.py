@@ -16,27 +16,22 @@ passes or fails.
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import os
+import socket
+import subprocess
 import sys
+import tempfile
+import textwrap
+import threading
+import time
 
-# bench/queue.py would shadow the standard library's `queue` (which httpx's
-# anyio imports) while this directory leads sys.path.
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
+import httpx
 
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import socket  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import textwrap  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-
-import httpx  # noqa: E402
-
-import tidelog  # noqa: E402
-import tidelog.worker  # noqa: E402
-from tidelog.worker import delivery  # noqa: E402
+import tidelog
+import tidelog.worker
+from tidelog.worker import delivery
 
 PARTITIONS = 4
 BATCH = 100

@@ -22,13 +22,8 @@ import sys
 import tempfile
 import time
 
-# Run as a script, this folder comes first on sys.path, and bench/http.py
-# would shadow the standard library's http package.
-if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    sys.path.pop(0)
-
-import httpx  # noqa: E402
-import websockets  # noqa: E402
+import httpx
+import websockets
 
 import tidelog  # noqa: E402
 from tidelog.server.thread import free_port  # noqa: E402

@@ -13,17 +13,10 @@ same run as the ceiling:
 Prints figures and ratios; never passes or fails. Needs wrk
 (`apt-get install -y wrk`) for the requests/s figures.
 
-    python bench/http.py [--seconds 5] [--fill 100000]
+    python bench/http_load.py [--seconds 5] [--fill 100000]
 """
 
 from __future__ import annotations
-
-import sys
-
-# Run as a script, this file's folder comes first on sys.path, where this
-# file would shadow the standard library's `http` package.
-if sys.path and sys.path[0].endswith("bench"):
-    del sys.path[0]
 
 import argparse
 import json
@@ -32,6 +25,7 @@ import re
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
