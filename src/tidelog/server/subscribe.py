@@ -320,12 +320,16 @@ class Subscriber:
     async def error(self, message: str) -> None:
         await self.send({"error": message})
 
-    async def run(self, topic: str, group: str) -> None:
+    async def run(self, topic: str, group: str | None) -> None:
         reader = asyncio.ensure_future(self._read())
         try:
             while (text := await self.command()) != "INIT":
                 await self.error(f"send INIT to start, not {(text or '')[:40]!r}")
+            # Names are checked after INIT, like the topic's existence, so every
+            # refusal reaches a client the same way: its INIT is answered, then closed.
             try:
+                topic = check_name("topic", topic)
+                group = check_name("group", group or topic)
                 pump = await self.ctx.pumps.take(topic, group)
             except TidelogError as e:
                 await self.error(str(e))
@@ -432,14 +436,7 @@ async def subscribe(ws: WebSocket) -> None:
     ctx: Context = ws.app.state.ctx
     await ws.accept()
     try:
-        topic = check_name("topic", ws.path_params["topic"])
-        group = check_name("group", ws.query_params.get("group") or topic)
-    except InvalidRequest as e:
-        await ws.send_text(orjson.dumps({"error": str(e)}).decode())
-        await ws.close(1008)
-        return
-    try:
-        await Subscriber(ws, ctx).run(topic, group)
+        await Subscriber(ws, ctx).run(ws.path_params["topic"], ws.query_params.get("group"))
     except (Gone, ConnectionAbortedError):
         pass
 
