@@ -37,10 +37,11 @@ from .errors import (
 )
 from .groups import Group, GroupConsumer
 from .jobs import Jobs
-from .log import Consumer, GroupLag, Log, NewRecord, Prepared, Producer, TopicDescription
+from .log import Consumer, GroupLag, Log, Producer
 from .queues import Delivery, Queue
-from .records import BatchSent, Message, Sent
+from .records import BatchSent, Message, NewRecord, Prepared, Sent
 from .store import GroupOffset, PartitionInfo, TopicInfo, open_store
+from .topics import TopicDescription
 
 __version__ = "0.1.0"
 

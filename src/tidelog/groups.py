@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .assignors import ASSIGNORS
 from .config import check_int, check_name
 from .errors import GroupError, InvalidRequest, NotAssigned, OffsetOutOfRange, StaleGeneration
-from .log import check_auto_reset, reset_position
+from .positions import check_auto_reset, reset_position
 from .records import Message, make_messages
 from .store.base import GroupMember, GroupSync
 
@@ -99,7 +99,7 @@ class GroupConsumer:
         self._closed = False
         self._stop = threading.Event()
         for topic in self.topics:
-            log._topic_meta(topic, create=True)
+            log.catalog.shape(topic, create=True)
         sync = log.store.group_join(
             self.group, self.member_id, self.topics, self.session_ms, assignor, log.clock(), self._assign
         )
@@ -259,7 +259,7 @@ class GroupConsumer:
             try:
                 rows = self.log.store.read(tp[0], tp[1], after, left)
             except OffsetOutOfRange as e:
-                after = reset_position(self.log, tp[0], tp[1], e, self.auto_reset)
+                after = reset_position(self.log.store, tp[0], tp[1], e, self.auto_reset)
                 rows = self.log.store.read(tp[0], tp[1], after, left)
                 with self._lock:
                     if tp in self._position and not rows:

@@ -10,8 +10,7 @@ import itertools
 import random
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from .config import MAX_PARTITIONS, TopicConfig, check_int, check_name, check_txn
 from .errors import (
@@ -22,16 +21,16 @@ from .errors import (
     UnknownPartition,
     UnknownTopic,
 )
+from .groups import Group, GroupConsumer
 from .notify import AppendNotifier, Listener
-
-if TYPE_CHECKING:
-    from .groups import Group, GroupConsumer
-    from .queues import Queue
-    from .retention import CleanReport
 from .partitioner import partition_for_key
+from .positions import check_auto_reset, reset_position
+from .queues import Queue
 from .records import (
     BatchSent,
     Message,
+    NewRecord,
+    Prepared,
     Sent,
     decode_meta,
     encode_headers,
@@ -40,26 +39,17 @@ from .records import (
     encode_value,
     make_messages,
 )
-from .store.base import AppendBatch, GroupOffset, PartitionInfo, Replayed, Store, TopicInfo
+from .retention import CleanReport, clean
+from .store.base import AppendBatch, GroupOffset, Replayed, Store, TopicInfo
+from .topics import TopicCatalog, TopicDescription, check_topic_name
 
 DEFAULT_BATCH = 100
 
-# Names that passed check_name; a dict lookup is cheaper than the pattern.
-_checked_names: dict[str, bool] = {}
 MAX_BATCH = 100_000
 
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True)
-class NewRecord:
-    """One record of a batch that carries its own key or headers."""
-
-    value: Any
-    key: Any = None
-    headers: Any = None
 
 
 class GroupLag(NamedTuple):
@@ -71,29 +61,19 @@ class GroupLag(NamedTuple):
     lag: int
 
 
-@dataclass(frozen=True)
-class TopicDescription:
-    name: str
-    partitions: list[PartitionInfo]
-    config: dict[str, Any] = field(default_factory=dict)
-    created: int = 0
-
-    @property
-    def records(self) -> int:
-        return sum(p.records for p in self.partitions)
-
-
 class Log:
     """A durable, partitioned log. Thread-safe; share one per process."""
 
     def __init__(self, store: Store, *, auto_create: bool = True, clock: Callable[[], int] | None = None):
         self.store = store
-        self.auto_create = bool(auto_create)
         self.clock = clock or _wall_clock_ms
-        # name -> (partition count, max_message_bytes). Partitions only grow,
-        # so a stale count is refreshed when a partition looks missing.
-        self._meta: dict[str, tuple[int, int]] = {}
+        self.catalog = TopicCatalog(store, lambda name: self.create_topic(name, 1), auto_create=auto_create)
         self.notifier = AppendNotifier(store)
+
+    @property
+    def auto_create(self) -> bool:
+        """Whether a send to a missing topic creates it (with one partition)."""
+        return self.catalog.auto_create
 
     # lifecycle -------------------------------------------------------------
 
@@ -122,7 +102,7 @@ class Log:
                     f"topic {name!r} exists with {', '.join(f'{k}={info.config.get(k)!r}' for k in differs)}; "
                     f"asked for {', '.join(f'{k}={v!r}' for k, v in differs.items())}"
                 )
-        self._remember(info)
+        self.catalog.remember(info)
         return info
 
     def topics(self) -> list[TopicInfo]:
@@ -133,7 +113,7 @@ class Log:
         info = self.store.topic(name)
         if info is None:
             raise UnknownTopic(f"topic {name!r} does not exist")
-        self._remember(info)
+        self.catalog.remember(info)
         return info
 
     def describe(self, name: str) -> TopicDescription:
@@ -151,7 +131,7 @@ class Log:
                 f"(asked for {partitions})"
             )
         info = self.store.add_partitions(name, partitions)
-        self._remember(info)
+        self.catalog.remember(info)
         return info
 
     def alter_topic(self, name: str, **config: Any) -> TopicInfo:
@@ -163,8 +143,6 @@ class Log:
 
     def clean(self, topic: str | None = None, *, chunk: int = 2000) -> list[CleanReport]:
         """Apply retention and compaction now (every topic, or one)."""
-        from .retention import clean
-
         if topic is not None:
             check_name("topic", topic)
         check_int("chunk", chunk, 1)
@@ -180,27 +158,8 @@ class Log:
 
     def delete_topic(self, name: str) -> bool:
         check_name("topic", name)
-        self._meta.pop(name, None)
+        self.catalog.forget(name)
         return self.store.delete_topic(name)
-
-    def _remember(self, info: TopicInfo) -> tuple[int, int]:
-        meta = (info.partitions, info.config.get("max_message_bytes", TopicConfig.max_message_bytes))
-        self._meta[info.name] = meta
-        return meta
-
-    def _topic_meta(self, name: str, *, create: bool = False, refresh: bool = False) -> tuple[int, int]:
-        meta = None if refresh else self._meta.get(name)
-        if meta is not None:
-            return meta
-        info = self.store.topic(name)
-        if info is None:
-            if not (create and self.auto_create):
-                raise UnknownTopic(
-                    f"topic {name!r} does not exist"
-                    + ("" if not create else " (auto_create is off; create it first)")
-                )
-            info = self.create_topic(name, 1)
-        return self._remember(info)
 
     # producing -------------------------------------------------------------
 
@@ -285,8 +244,6 @@ class Log:
         """
         check_name("group", group)
         if topics is not None:
-            from .groups import GroupConsumer
-
             return GroupConsumer(self, group, topics, **options)
         extra = set(options) - {"auto_reset"}
         if extra:
@@ -296,8 +253,6 @@ class Log:
 
     def group(self, name: str) -> Group:
         """A view of a stream group: members, generation, assignment, lag."""
-        from .groups import Group
-
         return Group(self, name)
 
     def queue(self, topic: str, group: str | None = None, **options: Any) -> Queue:
@@ -307,8 +262,6 @@ class Log:
         5), dead_letter (default "<topic>.dlq"), start ("earliest" or
         "latest"). A missing topic is created, as a send does.
         """
-        from .queues import Queue
-
         return Queue(self, topic, group, **options)
 
     def groups(self) -> list[str]:
@@ -357,13 +310,14 @@ class Producer:
 
     def _partition(self, topic: str, key: bytes | None, partition: int | None) -> tuple[int, int]:
         """(partition, max_message_bytes) for a send."""
-        partitions, max_bytes = self.log._meta.get(topic) or self.log._topic_meta(topic, create=True)
+        catalog = self.log.catalog
+        partitions, max_bytes = catalog.get(topic) or catalog.shape(topic, create=True)
         if partition is not None:
             if type(partition) is not int or partition < 0:
                 check_int("partition", partition, 0)
             if partition >= partitions:
                 # Maybe another process grew the topic since we cached it.
-                partitions, max_bytes = self.log._topic_meta(topic, refresh=True)
+                partitions, max_bytes = catalog.shape(topic, refresh=True)
             return partition, max_bytes
         if key is not None:
             return partition_for_key(key, partitions), max_bytes
@@ -379,8 +333,7 @@ class Producer:
         headers: Any = None,
     ) -> Sent:
         """Append one record; returns after it is committed."""
-        if topic not in _checked_names:
-            _remember_name(topic)
+        check_topic_name(topic)
         if type(value) is bytes:
             stored, fmt = value, None
         else:
@@ -421,14 +374,18 @@ class Producer:
         key: Any = None,
         partition: int | None = None,
         headers: Any = None,
+        timestamp: int | None = None,
     ) -> Prepared:
         """Validate and encode a batch without writing it (see `Log.write`).
 
         Every bad-input error is raised here, so a server can refuse one
         request and still commit the others of a group commit.
+        `timestamp` (ms since epoch) stamps the records with a remote
+        producer's clock instead of the log's.
         """
-        if topic not in _checked_names:
-            _remember_name(topic)
+        check_topic_name(topic)
+        if timestamp is not None:
+            check_int("timestamp", timestamp, 0)
         values = values if isinstance(values, list) else list(values)
         if not values:
             raise InvalidRequest("send_batch needs at least one record")
@@ -441,23 +398,7 @@ class Producer:
         if max(map(len, stored)) > max_bytes >> 2 or metas is not None:
             for i, value in enumerate(stored):
                 _check_size(topic, max_bytes, i, value, None if metas is None else metas[i])
-        return Prepared(topic, partition, stored, metas)
-
-
-class Prepared(NamedTuple):
-    """An encoded batch for one partition, ready for `Log.write`."""
-
-    topic: str
-    partition: int
-    values: list
-    metas: list | None
-    timestamp: int | None = None  # ms since epoch; None: the log's clock at write
-
-
-def _remember_name(topic: Any) -> None:
-    if len(_checked_names) > 10_000:
-        _checked_names.clear()
-    _checked_names[check_name("topic", topic)] = True
+        return Prepared(topic, partition, stored, metas, timestamp)
 
 
 def _encode_batch(
@@ -520,24 +461,6 @@ def _read_excluding(
     return kept, after
 
 
-AUTO_RESET = ("earliest", "latest", "error")
-
-
-def check_auto_reset(value: Any) -> str:
-    if value not in AUTO_RESET:
-        raise InvalidRequest(f"auto_reset must be one of {', '.join(AUTO_RESET)}, got {value!r}")
-    return value
-
-
-def reset_position(log: Log, topic: str, partition: int, error: OffsetOutOfRange, policy: str) -> int:
-    """Where a reader continues when retention removed its next record."""
-    if policy == "error" or error.first is None:
-        raise error
-    if policy == "earliest":
-        return error.first - 1
-    return log.store.partitions(topic)[partition].last_offset
-
-
 class Consumer:
     """A member of a stream group that names its partitions itself.
 
@@ -577,7 +500,7 @@ class Consumer:
             rows, self._position[tp] = self._read(topic, partition, after, max_messages, exclude_producer)
         except OffsetOutOfRange as e:
             # Retention removed what this group would read next.
-            after = reset_position(self.log, topic, partition, e, self.auto_reset)
+            after = reset_position(self.log.store, topic, partition, e, self.auto_reset)
             rows, self._position[tp] = self._read(topic, partition, after, max_messages, exclude_producer)
         return make_messages(topic, partition, rows)
 

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .config import check_name
 from .errors import InvalidRequest
-from .log import NewRecord
 from .records import (
     Headers,
     Message,
+    NewRecord,
+    Prepared,
     decode_headers,
     decode_meta,
     encode_headers,
@@ -29,7 +30,7 @@ from .records import (
 from .store.base import AppendBatch, Leased, QueueStats
 
 if TYPE_CHECKING:
-    from .log import Log, Prepared, Producer
+    from .log import Log, Producer
 
 # Header carrying a send's delay: queue groups do not deliver the record
 # before this time (ms since epoch); stream groups see it at once.
@@ -143,7 +144,7 @@ class Queue:
         self.topic = topic
         opts = QueueOptions(**options).validate(topic)
         self.visibility_timeout = opts.visibility_timeout
-        log._topic_meta(topic, create=True)
+        log.catalog.shape(topic, create=True)
         stored = log.store.queue_open(
             self.group,
             topic,
@@ -350,7 +351,7 @@ class Queue:
             ("tidelog-delivery-count", str(lease.delivery_count).encode()),
             ("tidelog-reason", reason.encode()),
         ]
-        self.log._topic_meta(self.dead_letter, create=True)
+        self.log.catalog.shape(self.dead_letter, create=True)
         meta = encode_meta(fmt, key, encode_headers(pairs), producer)
         record = AppendBatch(self.dead_letter, 0, self.log.clock(), [lease.value], [meta])
         offset = self.log.store.queue_dead_letter(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Iterable
+from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter
 from typing import Any, NamedTuple
@@ -240,7 +241,14 @@ class Message(tuple):
         return "text" if meta is not None and meta[0] & F_TEXT else "json"
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and tuple.__eq__(self, other)  # type: ignore[arg-type]
+        # Compared by topic and partition, not by class: the class cache below
+        # may make a second class for the same partition after it is trimmed.
+        return (
+            isinstance(other, Message)
+            and self.partition == other.partition
+            and self.topic == other.topic
+            and tuple.__eq__(self, other)
+        )
 
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
@@ -258,12 +266,20 @@ class Message(tuple):
         )
 
 
+# One made class per (topic, partition), so a fetch builds its messages in C.
+# Bounded: a process that reads many short-lived topics would otherwise keep a
+# class for each forever. Past the bound the cache starts again; the classes
+# in use stay alive through their messages.
+MAX_MESSAGE_CLASSES = 4096
 _classes: dict[tuple[str, int], type[Message]] = {}
 
 
 def message_class(topic: str, partition: int) -> type[Message]:
+    """The Message subclass that carries `topic` and `partition`."""
     cls = _classes.get((topic, partition))
     if cls is None:
+        if len(_classes) >= MAX_MESSAGE_CLASSES:
+            _classes.clear()
         cls = type("Message", (Message,), {"__slots__": (), "topic": topic, "partition": partition})
         cls.__module__ = __name__
         cls.__qualname__ = "Message"
@@ -284,7 +300,33 @@ def make_message(topic: str, partition: int, row: tuple) -> Message:
     return tuple.__new__(message_class(topic, partition), row)
 
 
+@dataclass(frozen=True)
+class NewRecord:
+    """One record of a batch that carries its own key or headers."""
+
+    value: Any
+    key: Any = None
+    headers: Any = None
+
+
+class Prepared(NamedTuple):
+    """An encoded batch for one partition, ready for `Log.write`.
+
+    Made by `Producer.prepare`, which raises every bad-input error, so a
+    server can refuse one request and still commit the others of a group
+    commit.
+    """
+
+    topic: str
+    partition: int
+    values: list[bytes | str]
+    metas: list[bytes | None] | None
+    timestamp: int | None = None  # ms since epoch; None: the log's clock at write
+
+
 class Sent(NamedTuple):
+    """Where a sent record went."""
+
     topic: str
     partition: int
     offset: int
@@ -292,6 +334,8 @@ class Sent(NamedTuple):
 
 
 class BatchSent(NamedTuple):
+    """Where a sent batch went: `count` records from `first_offset` on."""
+
     topic: str
     partition: int
     first_offset: int

@@ -45,9 +45,8 @@ from .errors import (
     UnknownTopic,
     WrongType,
 )
-from .log import NewRecord, Prepared
 from .queues import DEFAULT_MAX_DELIVERIES
-from .records import F_HEADERS, decode_headers, decode_meta
+from .records import F_HEADERS, NewRecord, Prepared, decode_headers, decode_meta
 
 if TYPE_CHECKING:
     from .log import Log
@@ -197,8 +196,8 @@ class Streams:
 
     def check(self, stream: str, must_exist: bool = False) -> bool:
         """True when `stream` exists; WrongType when it is a topic with several partitions."""
-        meta = self.log._meta.get(stream)  # the Log's cache of partition counts
-        if meta is not None and meta[0] == 1:
+        shape = self.log.catalog.get(stream)
+        if shape is not None and shape.partitions == 1:
             return True
         check_name("stream", stream)
         info = self.store.topic(stream)
@@ -206,7 +205,7 @@ class Streams:
             if must_exist:
                 raise UnknownTopic(f"stream {stream!r} does not exist")
             return False
-        self.log._remember(info)
+        self.log.catalog.remember(info)
         if info.partitions != 1:
             raise WrongType(f"topic {stream!r} has {info.partitions} partitions; a stream has one")
         return True
@@ -304,7 +303,7 @@ class Streams:
                     if not self.check(add.stream):
                         if add.nomkstream:
                             continue
-                        self.log._topic_meta(add.stream, create=True)
+                        self.log.catalog.shape(add.stream, create=True)
                     last[add.stream] = self._last(add.stream)
                 if add.id is not None and add.stream in pending_derived:
                     # An explicit id must be compared with the derived ids

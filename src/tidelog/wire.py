@@ -24,9 +24,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import InvalidRequest
-from .log import NewRecord
 from .records import (
     FMT_TEXT,
+    NewRecord,
     _json_dumps,
     decode_headers,
     decode_meta,

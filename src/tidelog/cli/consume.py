@@ -18,11 +18,8 @@ forward (use `tidelog offsets G TOPIC --set N` to move it back).
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -32,7 +29,9 @@ import tidelog
 from tidelog.config import check_name
 
 from .context import Session, check_partition, common_options, pass_session
+from .member import consume_as_member
 from .output import write_records
+from .reading import Stopped, StopSignals, start_positions
 
 FETCH = 500  # records a fetch: the most printed before a commit
 MAX_READ = 100_000
@@ -52,52 +51,6 @@ class StartParam(click.ParamType):
         if offset < 1:
             self.fail(f"offset {offset} must be >= 1 (offsets start at 1; or use earliest)", param, ctx)
         return offset
-
-
-class _Stopped(Exception):
-    """Raised by the signal handler to leave a wait for records."""
-
-
-class StopSignals:
-    """Turns SIGINT and SIGTERM into a clean stop.
-
-    A signal sets `requested`; the loop finishes its batch, flushes, commits
-    and returns. Only while waiting for records does the handler raise, so a
-    signal never lands in the middle of printing a line or committing. A
-    second signal raises at once.
-    """
-
-    def __init__(self) -> None:
-        self.requested = False
-        self.waiting = False
-
-    def _handle(self, _signum: int, _frame: Any) -> None:
-        again = self.requested
-        self.requested = True
-        if self.waiting or again:
-            raise _Stopped
-
-    @contextmanager
-    def installed(self) -> Iterator[StopSignals]:
-        if threading.current_thread() is not threading.main_thread():
-            yield self  # signals reach only the main thread; leave them alone
-            return
-        previous = {sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield self
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-    @contextmanager
-    def wait(self) -> Iterator[None]:
-        if self.requested:
-            raise _Stopped
-        self.waiting = True
-        try:
-            yield
-        finally:
-            self.waiting = False
 
 
 class Printer:
@@ -153,27 +106,6 @@ class Waiter:
             self._stop_listening()
 
 
-def _start_positions(log: tidelog.Log, topic: str, partitions: list[int], start: str | int) -> dict[int, int]:
-    """Where --from puts each partition: the offset its next record follows."""
-    described = {p.partition: p for p in log.describe(topic).partitions}
-    positions = {}
-    for partition in partitions:
-        p = described[partition]
-        if start == "earliest":
-            positions[partition] = p.first_offset - 1
-        elif start == "latest":
-            positions[partition] = p.last_offset
-        elif int(start) - 1 <= p.last_offset:
-            positions[partition] = int(start) - 1
-        else:
-            raise tidelog.OffsetOutOfRange(
-                f"--from {start} is past the end of {topic!r}/{partition} (last offset {p.last_offset})",
-                first=p.first_offset,
-                last=p.last_offset,
-            )
-    return positions
-
-
 @click.command()
 @click.argument("topic")
 @click.option("--group", "-g", required=True, help="The stream group to consume as.")
@@ -214,11 +146,9 @@ def consume(
     if exclude_producer is not None:
         check_name("producer", exclude_producer)
     # Every check before the group is registered: bad input changes nothing.
-    positions = {} if start is None else _start_positions(log, topic, partitions, start)
+    positions = {} if start is None else start_positions(log, topic, partitions, start)
     if partition is None:
         # No partition named: join the group and share the topic with its other members.
-        from .member import consume_as_member
-
         try:
             consume_as_member(log, topic, group, start, limit, follow, no_commit, exclude_producer)
         except BrokenPipeError:
@@ -237,14 +167,14 @@ def consume(
         with stop.installed():
             try:
                 run.run(stop)
-            except _Stopped:
+            except Stopped:
                 pass  # a signal while waiting: nothing is half printed
             printer.flush_and_commit()
     except BrokenPipeError:
         # The reader went away: batches flushed before were committed; the
         # one in the buffer was never read, so it stays uncommitted.
         _silence_stdout()
-    except _Stopped:
+    except Stopped:
         raise click.ClickException(
             "stopped by a second signal before the last commit; the group may see its last records again"
         ) from None

@@ -13,8 +13,8 @@ import sys
 
 import tidelog
 
-from .consume import StopSignals, _start_positions
 from .output import write_records
+from .reading import StopSignals, start_positions
 
 POLL_S = 0.2
 FETCH = 500
@@ -38,7 +38,7 @@ def consume_as_member(
         # The first assignment arrives inside the constructor; it is applied
         # just after, once `member` exists.
         if start is not None and member is not None:
-            positions = _start_positions(log, topic, [p for _, p in tps], start)
+            positions = start_positions(log, topic, [p for _, p in tps], start)
             for p, position in positions.items():
                 member.set_position(topic, p, position)
 

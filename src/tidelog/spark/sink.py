@@ -43,8 +43,9 @@ from pyspark.sql.types import (
 import tidelog
 
 from ..errors import ConfigurationError, InvalidValue, UnknownTopic
-from ..log import Log, NewRecord, Prepared, Producer, partition_for_key
-from ..records import encode_key
+from ..log import Log, Producer
+from ..partitioner import partition_for_key
+from ..records import NewRecord, Prepared, encode_key
 from .options import SinkOptions
 
 # Spark's local properties naming the running query and micro-batch.
