@@ -35,6 +35,7 @@ def check_txn(txn: Any) -> str:
 
 
 def check_int(what: str, value: Any, minimum: int = 0, maximum: int | None = None) -> int:
+    """An int between `low` and `high` (inclusive), else InvalidRequest naming `name`."""
     if not isinstance(value, int) or isinstance(value, bool):
         raise InvalidRequest(f"{what} must be an integer, not {type(value).__name__}")
     if value < minimum or (maximum is not None and value > maximum):
@@ -124,6 +125,7 @@ class TopicConfig:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any] | None) -> TopicConfig:
+        """Settings from a dict of known names; InvalidRequest on unknown or bad ones."""
         return cls.normalize(raw)
 
     @classmethod
@@ -158,6 +160,7 @@ class TopicConfig:
         return out
 
     def validate(self) -> None:
+        """Check each setting is in range; InvalidRequest names the first bad one."""
         check_int("max_message_bytes", self.max_message_bytes, 1, 1 << 30)
         if self.cleanup_policy not in CLEANUP_POLICIES:
             raise InvalidRequest(
@@ -176,10 +179,12 @@ class TopicConfig:
             check_int("retention_bytes", self.retention_bytes, 0, MAX_SETTING)
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as a plain dict."""
         return asdict(self)
 
 
 def check_durability(durability: Any) -> str:
+    """Validate a durability setting ('full', 'normal' or 'off')."""
     if durability not in DURABILITY:
         raise ConfigurationError(f"durability must be one of {', '.join(DURABILITY)}, got {durability!r}")
     return durability

@@ -26,6 +26,8 @@ class InvalidRequest(TidelogError):
 
 
 class InvalidName(InvalidRequest):
+    """A topic, group, producer or stream name outside ``^[A-Za-z0-9._-]{1,200}$``."""
+
     code = "invalid_name"
 
 
@@ -36,6 +38,8 @@ class InvalidValue(InvalidRequest):
 
 
 class MessageTooLarge(InvalidRequest):
+    """A record (value, key and headers) over its topic's ``max_message_bytes``."""
+
     code = "message_too_large"
 
 
@@ -46,22 +50,32 @@ class InvalidStreamId(InvalidRequest):
 
 
 class StreamIdTooSmall(InvalidStreamId):
+    """A stream entry id at or below the stream's last id (Redis's XADD rule)."""
+
     code = "stream_id_too_small"
 
 
 class NotFound(TidelogError):
+    """What the request names does not exist."""
+
     code = "not_found"
 
 
 class UnknownTopic(NotFound):
+    """No topic of that name (reads never create one)."""
+
     code = "unknown_topic"
 
 
 class UnknownPartition(NotFound):
+    """A partition number past the topic's partitions."""
+
     code = "unknown_partition"
 
 
 class UnknownGroup(NotFound):
+    """No group of that name."""
+
     code = "unknown_group"
 
 
@@ -72,6 +86,8 @@ class Conflict(TidelogError):
 
 
 class TopicConflict(Conflict):
+    """The topic exists with other partitions or settings than asked for."""
+
     code = "topic_conflict"
 
 
@@ -82,6 +98,8 @@ class WrongType(Conflict):
 
 
 class GroupExists(Conflict):
+    """A group of that name already exists (in another mode, or created twice)."""
+
     code = "group_exists"
 
 
@@ -107,14 +125,20 @@ class GroupError(TidelogError):
 
 
 class NotAssigned(GroupError):
+    """The member does not own the partition it tried to read or commit."""
+
     code = "not_assigned"
 
 
 class StaleGeneration(GroupError):
+    """A commit from an older generation of the group's assignment."""
+
     code = "stale_generation"
 
 
 class LeaseLost(GroupError):
+    """The lease expired or was taken by another member: the receipt is no longer valid."""
+
     code = "lease_lost"
 
 
@@ -125,4 +149,6 @@ class StoreError(TidelogError):
 
 
 class Closed(TidelogError):
+    """The log, consumer or server was closed."""
+
     code = "closed"

@@ -325,6 +325,7 @@ class Group:
         self.name = check_name("group", name)
 
     def members(self) -> list[GroupMember]:
+        """The group's live members and the partitions each holds."""
         return self.log.store.group_members(self.name)
 
     def commit(self, member: str, generation: int, topic: str, partition: int, offset: int) -> None:
@@ -338,6 +339,7 @@ class Group:
         self.log.store.group_commit(self.name, member, generation, topic, partition, offset)
 
     def describe(self) -> dict[str, Any]:
+        """The group's generation, members and assignment."""
         members = self.members()
         topics = sorted({t for m in members for t in m.topics})
         owners = {tp: m.member for m in members for tp in m.partitions}

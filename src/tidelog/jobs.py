@@ -39,6 +39,13 @@ Handler = Callable[[Any], Any]
 
 
 class Jobs:
+    """A job runner over a queue group: register handlers by name, enqueue calls, run workers.
+
+    Each job is a queue record; a handler that returns acks it, one that raises
+    is retried after an exponential backoff until the queue's max deliveries
+    send it to the dead-letter topic.
+    """
+
     def __init__(
         self,
         log: Log,
@@ -81,6 +88,7 @@ class Jobs:
         return register
 
     def enqueue(self, name: str, payload: Any = None, *, delay: float = 0, key: Any = None):
+        """Enqueue a call of the handler registered as `name` with these arguments."""
         check_name("job", name)
         return self.queue.send({"job": name, "payload": payload}, delay=delay, key=key)
 

@@ -53,6 +53,8 @@ def _wall_clock_ms() -> int:
 
 
 class GroupLag(NamedTuple):
+    """A stream group's progress on one partition: committed offset, end offset, lag."""
+
     group: str
     topic: str
     partition: int
@@ -78,6 +80,7 @@ class Log:
     # lifecycle -------------------------------------------------------------
 
     def close(self) -> None:
+        """Close the store (connections, files); the log is unusable afterwards."""
         self.store.close()
 
     def __enter__(self) -> Log:
@@ -106,9 +109,11 @@ class Log:
         return info
 
     def topics(self) -> list[TopicInfo]:
+        """Every topic, by name."""
         return self.store.topics()
 
     def topic(self, name: str) -> TopicInfo:
+        """One topic; UnknownTopic when it does not exist."""
         check_name("topic", name)
         info = self.store.topic(name)
         if info is None:
@@ -117,6 +122,7 @@ class Log:
         return info
 
     def describe(self, name: str) -> TopicDescription:
+        """A topic with each partition's first and last offset and figures."""
         info = self.topic(name)
         return TopicDescription(info.name, self.store.partitions(name), info.config, info.created)
 
@@ -157,6 +163,7 @@ class Log:
         return self.store.last_clean(topic)
 
     def delete_topic(self, name: str) -> bool:
+        """Delete a topic and its records; False when there was none."""
         check_name("topic", name)
         self.catalog.forget(name)
         return self.store.delete_topic(name)
@@ -164,6 +171,7 @@ class Log:
     # producing -------------------------------------------------------------
 
     def producer(self, id: str | None = None) -> Producer:
+        """A producer; `id` names it, so readers can skip its records (`exclude_producer`)."""
         return Producer(self, id)
 
     def write(self, batches: list[Prepared], txn: str | None = None) -> list[BatchSent]:
@@ -265,6 +273,7 @@ class Log:
         return Queue(self, topic, group, **options)
 
     def groups(self) -> list[str]:
+        """The names of every group, stream and queue."""
         return self.store.groups()
 
     def group_offsets(self, group: str) -> list[GroupOffset]:
@@ -488,6 +497,10 @@ class Consumer:
         *,
         exclude_producer: str | None = None,
     ) -> list[Message]:
+        """Up to `max_messages` records of one partition after this consumer's position.
+
+        `exclude_producer` skips records sent by that producer (a relay that
+        reads a topic it also writes)."""
         self._check(topic, partition)
         check_int("max_messages", max_messages, 1, MAX_BATCH)
         if exclude_producer is not None:
@@ -567,6 +580,7 @@ class Consumer:
         self.log.store.commit(self.group, topic, partition, offset)  # type: ignore[arg-type]
 
     def committed(self, topic: str, partition: int) -> int:
+        """The group's committed offset on a partition (0: nothing yet)."""
         self._check(topic, partition)
         return self.log.store.committed(self.group, topic, partition)
 

@@ -18,6 +18,8 @@ Listener = Callable[[str | None, int | None, int | None], None]
 
 
 class AppendNotifier:
+    """Wakes readers waiting in this process when records are appended."""
+
     def __init__(self, store: Any):
         self._store = store
         self._cond = threading.Condition()
@@ -27,6 +29,7 @@ class AppendNotifier:
         self._lock = threading.Lock()
 
     def notify(self, topic: str | None = None, partition: int | None = None, last: int | None = None) -> None:
+        """Tell waiters and listeners that `partition` of `topic` now ends at `last_offset`."""
         with self._cond:
             self._version += 1
             self._cond.notify_all()
@@ -50,6 +53,7 @@ class AppendNotifier:
         return stop
 
     def version(self) -> int:
+        """A counter that moves on every append; pass it to `wait` to miss none."""
         return self._version
 
     def wait(self, seen: int, timeout: float) -> int:

@@ -38,4 +38,5 @@ def murmur2(data: bytes) -> int:
 
 
 def partition_for_key(key: bytes, partitions: int) -> int:
+    """The partition a key always goes to: murmur2 of the key modulo the partition count (Kafka's default partitioner)."""
     return (murmur2(key) & 0x7FFFFFFF) % partitions

@@ -61,6 +61,7 @@ class QueueOptions:
     start: str = "earliest"
 
     def validate(self, topic: str) -> QueueOptions:
+        """Check every option; InvalidRequest names the first bad one."""
         _seconds("visibility_timeout", self.visibility_timeout, MAX_VISIBILITY_S)
         if self.visibility_timeout == 0:
             raise InvalidRequest("visibility_timeout must be more than 0 seconds")
@@ -86,34 +87,42 @@ class Delivery(NamedTuple):
 
     @property
     def topic(self) -> str:
+        """The record's topic."""
         return self.message.topic
 
     @property
     def partition(self) -> int:
+        """The record's partition."""
         return self.message.partition
 
     @property
     def offset(self) -> int:
+        """The record's offset in its partition."""
         return self.message[0]
 
     @property
     def timestamp(self) -> int:
+        """When the record was appended (ms since epoch)."""
         return self.message[1]
 
     @property
     def value(self) -> bytes:
+        """The payload as raw bytes."""
         return self.message.value
 
     @property
     def data(self) -> Any:
+        """The payload decoded, as `Message.data`."""
         return self.message.data
 
     @property
     def key(self) -> bytes | None:
+        """The record's key, or None."""
         return self.message.key
 
     @property
     def headers(self) -> Headers:
+        """The record's headers as (name, bytes) pairs."""
         return self.message.headers
 
 
@@ -188,6 +197,7 @@ class Queue:
         delay: float = 0,
         partition: int | None = None,
     ):
+        """Enqueue several records atomically; all or none become visible."""
         return self.log.write(
             [self.prepare(values, key=key, headers=headers, delay=delay, partition=partition)]
         )[0]

@@ -69,6 +69,7 @@ def _valid_text(text: str) -> str:
 
 
 def encode_key(key: Any) -> bytes | None:
+    """A key as bytes: bytes as is, str as UTF-8, None stays None."""
     if key is None or type(key) is bytes:
         return key
     if isinstance(key, str):
@@ -122,6 +123,7 @@ def encode_headers(headers: Any) -> bytes | None:
 
 
 def decode_headers(blob: bytes | None) -> Headers:
+    """Headers from their stored blob: a list of (name, bytes)."""
     if not blob:
         return []
     out: Headers = []
@@ -141,6 +143,7 @@ def decode_headers(blob: bytes | None) -> Headers:
 def encode_meta(
     fmt: int | None, key: bytes | None, headers: bytes | None, producer: str | None
 ) -> bytes | None:
+    """Pack a record's format, key, headers and producer into one blob (None when all are absent)."""
     if fmt is None and key is None and headers is None and producer is None:
         return None
     flags = F_TEXT if fmt == FMT_TEXT else 0
@@ -179,6 +182,7 @@ def decode_meta(meta: bytes | None) -> tuple[int | None, bytes | None, bytes | N
 
 
 def decode_data(stored: bytes | str, fmt: int | None) -> Any:
+    """A stored value back to what was sent: bytes, str or a JSON value."""
     if type(stored) is bytes:
         return stored
     if fmt == FMT_TEXT:
@@ -222,14 +226,17 @@ class Message(tuple):
 
     @property
     def key(self) -> bytes | None:
+        """The record's key, or None."""
         return None if self[3] is None else decode_meta(self[3])[1]
 
     @property
     def headers(self) -> Headers:
+        """The record's headers as (name, bytes) pairs."""
         return [] if self[3] is None else decode_headers(decode_meta(self[3])[2])
 
     @property
     def producer(self) -> str | None:
+        """The id of the producer that sent the record, or None."""
         return None if self[3] is None else decode_meta(self[3])[3]
 
     @property
@@ -297,6 +304,7 @@ def make_messages(topic: str, partition: int, rows: list[tuple]) -> list[Message
 
 
 def make_message(topic: str, partition: int, row: tuple) -> Message:
+    """One store row as a Message of `topic` / `partition`."""
     return tuple.__new__(message_class(topic, partition), row)
 
 
@@ -344,4 +352,5 @@ class BatchSent(NamedTuple):
 
     @property
     def last_offset(self) -> int:
+        """The batch's last record's offset."""
         return self.first_offset + self.count - 1

@@ -34,6 +34,8 @@ RECLAIM_PAGES = 256  # pages given back per step: each step holds the write lock
 
 @dataclass
 class CleanReport:
+    """What one cleaning of a topic removed and kept."""
+
     topic: str
     at: int  # ms since epoch
     removed: int = 0
@@ -43,6 +45,7 @@ class CleanReport:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready values."""
         return asdict(self)
 
 
@@ -60,6 +63,7 @@ def clean(log: Log, topic: str | None = None, *, chunk: int = DEFAULT_CHUNK) -> 
 
 
 def clean_topic(log: Log, name: str, *, chunk: int = DEFAULT_CHUNK) -> CleanReport:
+    """Apply a topic's retention and compaction now."""
     started = time.perf_counter()
     info = log.topic(name)
     cfg = TopicConfig.normalize({}, info.config)
@@ -189,6 +193,7 @@ class Cleaner:
         self._thread: threading.Thread | None = None
 
     def start(self) -> Cleaner:
+        """Start cleaning in a background thread, every `interval` seconds."""
         self._thread = threading.Thread(target=self._run, name="tidelog-cleaner", daemon=True)
         self._thread.start()
         return self
@@ -201,6 +206,7 @@ class Cleaner:
                 pass  # try again next round; a topic may have gone meanwhile
 
     def stop(self) -> None:
+        """Stop the background thread and wait for it."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)

@@ -68,6 +68,7 @@ class TopicCatalog:
         return shape
 
     def forget(self, name: str) -> None:
+        """Drop a topic from the cache (it was deleted)."""
         self._shapes.pop(name, None)
 
     def shape(self, name: str, *, create: bool = False, refresh: bool = False) -> TopicShape:
