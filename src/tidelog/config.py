@@ -187,4 +187,4 @@ def check_durability(durability: Any) -> str:
     """Validate a durability setting ('full', 'normal' or 'off')."""
     if durability not in DURABILITY:
         raise ConfigurationError(f"durability must be one of {', '.join(DURABILITY)}, got {durability!r}")
-    return durability
+    return str(durability)

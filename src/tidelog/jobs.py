@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from .config import check_name
 from .errors import InvalidRequest, LeaseLost, TidelogError
 from .queues import Delivery
+from .records import Sent
 
 if TYPE_CHECKING:
     from .log import Log
@@ -70,7 +71,7 @@ class Jobs:
         self.max_backoff = float(max_backoff)
         self._handlers: dict[str, Handler] = {}
         self._stopping = threading.Event()
-        self._running: dict[Future, Delivery] = {}
+        self._running: dict[Future[None], Delivery] = {}
         self._lock = threading.Lock()
 
     # registering and enqueueing ------------------------------------------------
@@ -87,7 +88,7 @@ class Jobs:
 
         return register
 
-    def enqueue(self, name: str, payload: Any = None, *, delay: float = 0, key: Any = None):
+    def enqueue(self, name: str, payload: Any = None, *, delay: float = 0, key: Any = None) -> Sent:
         """Enqueue a call of the handler registered as `name` with these arguments."""
         check_name("job", name)
         return self.queue.send({"job": name, "payload": payload}, delay=delay, key=key)
@@ -100,7 +101,7 @@ class Jobs:
 
     def retry_delay(self, delivery_count: int) -> float:
         """Exponential backoff: backoff * 2^(n-1), capped at max_backoff."""
-        return min(self.max_backoff, self.backoff * 2 ** max(0, delivery_count - 1))
+        return min(self.max_backoff, self.backoff * 2.0 ** max(0, delivery_count - 1))
 
     def run(self, *, poll: float = 1.0, install_signals: bool = True) -> None:
         """Run jobs until `stop()` or SIGINT/SIGTERM."""
@@ -134,7 +135,7 @@ class Jobs:
 
             wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
 
-    def _finished(self, future: Future) -> None:
+    def _finished(self, future: Future[None]) -> None:
         with self._lock:
             self._running.pop(future, None)
 

@@ -343,6 +343,7 @@ class Producer:
     ) -> Sent:
         """Append one record; returns after it is committed."""
         check_topic_name(topic)
+        stored: bytes | str
         if type(value) is bytes:
             stored, fmt = value, None
         else:
@@ -412,13 +413,14 @@ class Producer:
 
 def _encode_batch(
     values: list[Any], raw_key: bytes | None, raw_headers: bytes | None, producer: str | None
-) -> tuple[list, list | None]:
+) -> tuple[list[bytes | str], list[bytes | None] | None]:
     kinds = set(map(type, values))
     plain = raw_key is None and raw_headers is None and producer is None
     # Fast path: a batch of plain bytes needs no per-record work in Python.
     if kinds == {bytes} and plain:
         return values, None
-    stored, metas = [], []
+    stored: list[bytes | str] = []
+    metas: list[bytes | None] = []
     for v in values:
         key, headers = raw_key, raw_headers
         if isinstance(v, NewRecord):
@@ -427,6 +429,7 @@ def _encode_batch(
             if v.headers is not None:
                 headers = encode_headers(v.headers)
             v = v.value
+        s: bytes | str
         if type(v) is bytes:
             s, f = v, None
         else:
@@ -440,7 +443,7 @@ def _check_size(topic: str, max_bytes: int, index: int, stored: bytes | str, met
     # A str needs encoding to know its byte size; skip that when even four
     # bytes a character would fit.
     n = len(stored)
-    if type(stored) is not bytes and n * 4 > max_bytes:
+    if isinstance(stored, str) and n * 4 > max_bytes:
         n = len(stored.encode())
     if meta is not None:
         n += len(meta)

@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .config import check_name
 from .errors import InvalidRequest
 from .records import (
+    BatchSent,
     Headers,
     Message,
     NewRecord,
     Prepared,
+    Sent,
     decode_headers,
     decode_meta,
     encode_headers,
@@ -98,12 +100,12 @@ class Delivery(NamedTuple):
     @property
     def offset(self) -> int:
         """The record's offset in its partition."""
-        return self.message[0]
+        return self.message.offset
 
     @property
     def timestamp(self) -> int:
         """When the record was appended (ms since epoch)."""
-        return self.message[1]
+        return self.message.timestamp
 
     @property
     def value(self) -> bytes:
@@ -183,7 +185,7 @@ class Queue:
         headers: Any = None,
         delay: float = 0,
         partition: int | None = None,
-    ):
+    ) -> Sent:
         """Send a record; with `delay` queue groups do not deliver it before then."""
         headers = self._delay_headers(headers, delay)
         return self.log.producer().send(self.topic, value, key=key, headers=headers, partition=partition)
@@ -196,7 +198,7 @@ class Queue:
         headers: Any = None,
         delay: float = 0,
         partition: int | None = None,
-    ):
+    ) -> BatchSent:
         """Enqueue several records atomically; all or none become visible."""
         return self.log.write(
             [self.prepare(values, key=key, headers=headers, delay=delay, partition=partition)]

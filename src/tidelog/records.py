@@ -347,7 +347,8 @@ class BatchSent(NamedTuple):
     topic: str
     partition: int
     first_offset: int
-    count: int
+    # Shadows tuple.count (a method); kept, as it is the public name of the figure.
+    count: int  # type: ignore[assignment]
     timestamp: int
 
     @property
