@@ -82,6 +82,17 @@ def test_produce_from_stdin_then_consume_through_the_script(db):
     assert (again.returncode, again.stdout) == (0, "")
 
 
+def test_python_dash_m_tidelog_is_the_command(db):
+    out = subprocess.run(
+        [sys.executable, "-m", "tidelog", "--db", db, "topics", "create", "t"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert [t.name for t in tidelog.open(db).topics()] == ["t"]
+
+
 def test_python_dash_m_runs_the_same_command(db):
     out = subprocess.run(
         [sys.executable, "-m", "tidelog.cli", "--db", db, "topics", "create", "t", "--json"],
@@ -94,6 +105,7 @@ def test_python_dash_m_runs_the_same_command(db):
 
 
 def test_errors_through_the_script_exit_1_with_one_line_and_2_on_usage(db):
+    assert proc(db, "topics", "create", "other").returncode == 0
     out = proc(db, "consume", "missing", "--group", "g")
     assert out.returncode == 1
     assert out.stdout == ""
@@ -543,3 +555,57 @@ def test_consume_without_partition_joins_the_group_as_a_member(db):
     assert printed[0] | printed[1] == {(p, o) for p in range(4) for o in range(1, 6)}
     assert {p for p, _ in printed[0]}.isdisjoint({p for p, _ in printed[1]})
     assert all(committed(db, "g", "shared", p) == 5 for p in range(4))
+
+
+# --- --db mistakes (issue 20) -------------------------------------------------
+
+
+def test_a_db_that_names_no_file_is_an_error_for_commands_that_read(tmp_path):
+    missing = tmp_path / "nosuch.db"
+    for args in (("topics", "list"), ("groups", "list"), ("consume", "orders", "-g", "g")):
+        out = proc(str(missing), *args)
+        assert out.returncode == 1, args
+        assert out.stderr.startswith(f"Error: no log at {missing}") and "--create" in out.stderr
+        assert not missing.exists()
+    # A relative path from another directory names the directory it was resolved in.
+    out = subprocess.run(
+        [*TIDELOG, "--db", "nosuch.db", "topics", "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 1 and f"nosuch.db ({tmp_path / 'nosuch.db'})" in out.stderr
+    assert not missing.exists()
+
+
+def test_create_and_commands_that_write_start_a_new_log(tmp_path):
+    listed = proc(str(tmp_path / "new.db"), "--create", "topics", "list")
+    assert listed.returncode == 0 and (tmp_path / "new.db").exists()
+    made = proc(str(tmp_path / "made.db"), "topics", "create", "orders")
+    assert made.returncode == 0
+    assert [t.name for t in tidelog.open(str(tmp_path / "made.db")).topics()] == ["orders"]
+
+
+def test_a_bare_host_and_port_is_a_server(serve, tmp_path):
+    server = serve()
+    with tidelog.open(server.url) as log:
+        log.create_topic("served", 2)
+    cwd = tmp_path / "shell"
+    cwd.mkdir()
+    out = subprocess.run(
+        [*TIDELOG, "--db", f"127.0.0.1:{server.port}", "--json", "topics", "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+    )
+    assert out.returncode == 0, out.stderr
+    assert [t["name"] for t in lines(out.stdout)] == ["served"]
+    assert list(cwd.iterdir()) == []  # no file named after the address
+
+
+def test_db_help_names_every_store_url(run):
+    text = run("--help").output
+    for form in ("sqlite:///", "postgresql://", "http://host:port", "host:port"):
+        assert form in text

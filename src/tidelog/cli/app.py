@@ -14,7 +14,7 @@ import click
 import tidelog
 
 from .consume import consume, read
-from .context import DEFAULT_URL, Session
+from .context import DEFAULT_URL, URL_HELP, Session
 from .groups import groups, offsets
 from .maintenance import clean, jobs
 from .produce import produce
@@ -46,19 +46,22 @@ class TidelogGroup(click.Group):
     default=DEFAULT_URL,
     show_default=True,
     show_envvar=True,
-    help="Store URL: a file path, sqlite:///path or http://host:port.",
+    help=URL_HELP,
+)
+@click.option(
+    "--create", is_flag=True, help="Start a new SQLite log when --db names no file (commands that write do)."
 )
 @click.option("--json", "json_output", is_flag=True, help="Machine output (JSON) for every command.")
 @click.version_option(tidelog.__version__, prog_name="tidelog")
 @click.pass_context
-def cli(ctx: click.Context, url: str, json_output: bool) -> None:
+def cli(ctx: click.Context, url: str, create: bool, json_output: bool) -> None:
     """tidelog: a durable, partitioned message log.
 
     Records go to stdout as NDJSON, one record a line; other views are
     aligned tables, or JSON with --json. Exit status: 0 on success, 1 on an
     error (one line on stderr), 2 on a usage error.
     """
-    session = ctx.obj = Session(url, json_output)
+    session = ctx.obj = Session(url, json_output, create)
     ctx.call_on_close(session.close)
 
 

@@ -6,6 +6,8 @@ Every command takes `--db URL` and `--json`, before or after its name
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -14,6 +16,12 @@ import click
 import tidelog
 
 DEFAULT_URL = "tidelog.db"
+URL_HELP = (
+    "Where the log is: a file path or sqlite:///path (SQLite), postgresql://user@host/db, "
+    "or http://host:port (a running `tidelog serve`; a bare host:port means the same)."
+)
+# host:port with no scheme: what a person types for a server, never a file name.
+_HOST_PORT = re.compile(r"^[A-Za-z0-9.-]+:[0-9]{1,5}$")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -24,21 +32,48 @@ class Session:
     The log is opened on first use, so `serve` and `--help` never open it.
     """
 
-    def __init__(self, url: str, json: bool = False):
+    def __init__(self, url: str, json: bool = False, create: bool = False):
         self.url = url
         self.json = json
+        self.create = create
         self._log: tidelog.Log | None = None
 
-    def log(self) -> tidelog.Log:
+    def log(self, *, writes: bool = False) -> tidelog.Log:
+        """The log at --db; `writes` (a command that writes) may create its file."""
         if self._log is None:
+            url = store_url(self.url)
+            path = sqlite_path(url)
+            if path is not None and not (writes or self.create) and not os.path.exists(path):
+                # A mistyped --db would otherwise leave an empty log behind and
+                # print an empty answer, as if the log were there.
+                where = path if os.path.isabs(path) else f"{path} ({os.path.abspath(path)})"
+                raise tidelog.ConfigurationError(
+                    f"no log at {where}: check --db, or pass --create to start a new one there"
+                )
             # A typo in a topic name must not create a topic from the shell.
-            self._log = tidelog.open(self.url, auto_create=False)
+            self._log = tidelog.open(url, auto_create=False)
         return self._log
 
     def close(self) -> None:
         if self._log is not None:
             self._log.close()
             self._log = None
+
+
+def store_url(url: str) -> str:
+    """--db as a store URL: a bare host:port is a server."""
+    return f"http://{url}" if _HOST_PORT.match(url) else url
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file a SQLite URL names (None for other stores and :memory:)."""
+    if url.startswith("sqlite://"):
+        path = url[len("sqlite://") :].removeprefix("/")
+    elif "://" in url:
+        return None
+    else:
+        path = url
+    return None if path in ("", ":memory:") else path
 
 
 def _set_url(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
@@ -58,7 +93,7 @@ def common_options(f: F) -> F:
         metavar="URL",
         expose_value=False,
         callback=_set_url,
-        help="Store URL: a file path, sqlite:///path or http://host:port (default: $TIDELOG_URL, else tidelog.db).",
+        help=URL_HELP + " Default: $TIDELOG_URL, else tidelog.db.",
     )(f)
     f = click.option(
         "--json", is_flag=True, expose_value=False, callback=_set_json, help="Machine output (JSON)."

@@ -151,7 +151,7 @@ def produce(
     value (NDJSON), written in atomic batches of --batch lines. A line that
     is not JSON stops the command before its batch is written.
     """
-    log = session.log()
+    log = session.log(writes=True)
     try:
         info = log.topic(topic)  # fail before reading any input
     except tidelog.UnknownTopic as e:

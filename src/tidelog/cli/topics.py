@@ -78,7 +78,7 @@ def create_topic(
     session: Session, name: str, partitions: int, max_message_bytes: int | None, settings: tuple[str, ...]
 ) -> None:
     """Create topic NAME; succeeds unchanged when it exists with these settings."""
-    log = session.log()
+    log = session.log(writes=True)
     try:
         log.topic(name)
         new = False
