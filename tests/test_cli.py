@@ -23,6 +23,7 @@ import tidelog
 from conformance.conftest import snapshot
 from tidelog.cli.app import cli
 from tidelog.cli.output import record_line
+from tidelog.partitioner import partition_for_key
 
 SCRIPT = Path(sys.executable).with_name("tidelog")
 # The installed console script when the venv has it, else the module.
@@ -470,9 +471,17 @@ BAD_INPUT = [
     (["consume", "t", "--group", "g", "--partition", "5"], None, 1, "partition 5 does not exist"),
     (["consume", "t", "--group", "bad name"], None, 1, "invalid group name"),
     (["consume", "t", "--group", "g", "--from", "99"], None, 1, "--from 99 is past the end"),
-    (["consume", "t", "--group", "g", "--from", "-3"], None, 2, "--from"),
-    (["consume", "t", "--group", "g", "--from", "0"], None, 2, "must be >= 1"),
-    (["consume", "t", "--group", "g", "--from", "soon"], None, 2, "is not earliest, latest or an offset"),
+    (["consume", "t", "--group", "g", "--from", "0"], None, 2, "offset 0 is before the first record"),
+    (
+        ["consume", "t", "--group", "g", "--from", "soon"],
+        None,
+        2,
+        "is not earliest, latest, an offset N or -N",
+    ),
+    (["consume", "t", "--group", "g", "--from", "-x"], None, 2, "--from"),
+    (["produce", "t", "--format", "xml"], "a\n", 2, "--format"),
+    (["produce", "t", "--key-delimiter", ""], "a\n", 2, "--key-delimiter"),
+    (["produce", "t", "--format", "text"], b"ok\n\xff\n", 1, "line 2 is not UTF-8"),
     (["consume", "t", "--group", "g", "--limit", "0"], None, 2, "--limit"),
     (["consume", "t", "--group", "g", "--limit", "-1"], None, 2, "--limit"),
     (["consume", "t", "--group", "g", "--exclude-producer", "bad name"], None, 1, "invalid producer name"),
@@ -609,3 +618,57 @@ def test_db_help_names_every_store_url(run):
     text = run("--help").output
     for form in ("sqlite:///", "postgresql://", "http://host:port", "host:port"):
         assert form in text
+
+
+# --- kcat-style produce and consume (issue 20) --------------------------------
+
+
+def test_produce_text_lines_keys_and_bytes_as_kcat_does(run, db):
+    run("topics", "create", "logs")
+    r = run("produce", "logs", "--format", "text", "--partition", "0", input="GET /a 404\n{not json}\n")
+    assert r.exit_code == 0, r.output
+    r = run(
+        "produce", "logs", "--format", "bytes", "-K", ":", "--partition", "0", input="u-7:\x01raw\nnokey\n"
+    )
+    assert r.exit_code == 0, r.output
+    r = run("produce", "logs", "--format", "text", "--data", "one line")
+    assert r.exit_code == 0, r.output
+    with tidelog.open(db) as log:
+        got = [(m.key, m.data) for m in log.read("logs", 0)]
+    assert got == [
+        (None, "GET /a 404"),
+        (None, "{not json}"),
+        (b"u-7", b"\x01raw"),
+        (None, b"nokey"),
+        (None, "one line"),
+    ]
+
+
+def test_a_file_without_keys_spreads_over_partitions_and_keys_pick_theirs(run, db):
+    run("topics", "create", "spread", "--partitions", "4")
+    r = run(
+        "produce", "spread", "--format", "text", "--json", input="".join(f"line {i}\n" for i in range(40))
+    )
+    assert r.exit_code == 0, r.output
+    with tidelog.open(db) as log:
+        counts = [p.records for p in log.describe("spread").partitions]
+        assert counts == [10, 10, 10, 10]  # round-robin, record by record
+        r = run("produce", "spread", "-K", "=", input="".join(f"k{i % 3}={i}\n" for i in range(30)))
+        assert r.exit_code == 0, r.output
+        keyed = 0
+        for p in range(4):
+            for m in log.read("spread", p, limit=1000):
+                if m.key is not None:
+                    keyed += 1
+                    assert partition_for_key(m.key, 4) == p
+        assert keyed == 30
+
+
+def test_consume_from_minus_n_is_the_last_n_of_each_partition(run, db):
+    with tidelog.open(db) as log:
+        log.create_topic("t", 2)
+        log.producer().send_batch("t", list(range(20)), partition=0)
+        log.producer().send_batch("t", [100, 101], partition=1)
+    r = run("consume", "t", "--group", "g", "--from", "-3", "--no-commit")
+    assert r.exit_code == 0, r.output
+    assert sorted(rec["data"] for rec in lines(r.stdout)) == [17, 18, 19, 100, 101]

@@ -10,7 +10,8 @@ record printed just before a crash may be printed again by the next run.
 
 --from sets where this run starts reading, instead of the group's committed
 offset + 1: `earliest` (the first record held), `latest` (the end of the
-partition: only records appended from now on) or N (offset N onwards). It
+partition: only records appended from now on), N (offset N onwards) or -N
+(the last N records of each partition, as `tail -n`). It
 does not rewind the group: commits still only move the committed offset
 forward (use `tidelog offsets G TOPIC --set N` to move it back).
 """
@@ -39,7 +40,9 @@ WAIT_S = 5.0  # a follow re-checks the topic (new partitions, deletion) this oft
 
 
 class StartParam(click.ParamType):
-    name = "earliest|latest|N"
+    """--from: earliest, latest, an offset N >= 1, or -N (the last N records of each partition)."""
+
+    name = "earliest|latest|N|-N"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str | int:
         if isinstance(value, int) or value in ("earliest", "latest"):
@@ -47,9 +50,13 @@ class StartParam(click.ParamType):
         try:
             offset = int(value)
         except ValueError:
-            self.fail(f"{value!r} is not earliest, latest or an offset", param, ctx)
-        if offset < 1:
-            self.fail(f"offset {offset} must be >= 1 (offsets start at 1; or use earliest)", param, ctx)
+            self.fail(
+                f"{value!r} is not earliest, latest, an offset N or -N (the last N records)", param, ctx
+            )
+        if offset == 0:
+            self.fail(
+                "offset 0 is before the first record: use 1 or earliest (or -N for the last N)", param, ctx
+            )
         return offset
 
 
@@ -136,7 +143,7 @@ def consume(
     the group assigns it (all of them when it is alone); with --partition it
     reads that partition by hand. Each starts from the group's committed
     offset + 1, or from --from: earliest, latest (only new records) or offset
-    N onwards. --from does not rewind the group: commits only move forward.
+    N onwards, or -N: the last N records of each partition. --from does not rewind the group: commits only move forward.
     Without --follow it stops at the end of its partitions.
     """
     log = session.log()

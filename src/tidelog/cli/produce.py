@@ -1,4 +1,14 @@
-"""`tidelog produce`: records from `--data` or from stdin, one JSON value a line.
+"""`tidelog produce`: records from `--data` or from stdin, one record a line.
+
+A line is a JSON value (`--format json`, the default), a text record
+(`--format text`: the line as it is, kcat's default) or raw bytes
+(`--format bytes`). `--key-delimiter` / `-K` splits each line at its first
+delimiter into a key and the value (kcat's `-K`); a line without the
+delimiter has no key.
+
+Records without a key or --partition are spread over the topic's partitions
+round-robin, record by record, as `Producer.send` spreads them; keyed
+records go to their key's partition.
 
 Stdin is written in chunks of `--batch` lines (default 1000), each chunk one
 atomic batch (`Producer.send_batch`): every record of a chunk is written or
@@ -14,8 +24,10 @@ one line a batch, else a table of offset ranges per partition at the end).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import random
 import stat
 import sys
 from collections.abc import Callable, Iterator
@@ -25,6 +37,7 @@ from typing import Any, BinaryIO
 import click
 
 import tidelog
+from tidelog.partitioner import partition_for_key
 
 from .context import Session, check_partition, common_options, pass_session
 from .output import emit, table
@@ -45,15 +58,35 @@ def parse_headers(
     return headers
 
 
-def parse_data(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
-    if value is None:
-        return None
+FORMATS = ("json", "text", "bytes")
+
+
+def decode_line(raw: bytes, fmt: str) -> Any:
+    """One input line (without its newline) as the record value --format says.
+
+    Raises ValueError saying what is wrong with the line.
+    """
+    if fmt == "bytes":
+        return raw
     try:
-        return json.loads(value)
-    except ValueError as e:
-        raise click.BadParameter(
-            f"not JSON ({e}); quote text as a JSON string, e.g. '\"hello\"'", param_hint="--data"
-        ) from None
+        text = raw.decode()
+    except UnicodeDecodeError:
+        raise ValueError("is not UTF-8") from None
+    if fmt == "text":
+        return text
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"is not JSON ({e.msg} at column {e.colno})") from None
+
+
+def decode_record(raw: bytes, fmt: str, delimiter: bytes | None) -> Any:
+    """A line as a value, or a NewRecord with its key when -K splits it."""
+    if delimiter is not None:
+        key, found, value = raw.partition(delimiter)
+        if found:
+            return tidelog.NewRecord(decode_line(value, fmt), key=key)
+    return decode_line(raw, fmt)
 
 
 class Ranges:
@@ -119,9 +152,22 @@ def progress(stream: BinaryIO) -> Iterator[Any]:
 @click.option(
     "--data",
     "-d",
-    callback=parse_data,
-    metavar="JSON",
-    help="Send this one JSON value instead of reading stdin.",
+    metavar="VALUE",
+    help="Send this one record (read as --format says) instead of reading stdin.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="json",
+    show_default=True,
+    help="What a line is: a JSON value, a text record (the line as it is), or raw bytes.",
+)
+@click.option(
+    "--key-delimiter",
+    "-K",
+    metavar="DELIM",
+    help="Split each line at its first DELIM into key and value (kcat's -K).",
 )
 @click.option(
     "--producer", "producer_id", metavar="ID", help="Name the producer (see consume --exclude-producer)."
@@ -141,16 +187,33 @@ def produce(
     key: str | None,
     partition: int | None,
     headers: list[tuple[str, str]],
-    data: Any,
+    data: str | None,
+    fmt: str,
+    key_delimiter: str | None,
     producer_id: str | None,
     batch: int,
 ) -> None:
     """Append records to TOPIC and print their offsets.
 
-    With --data, one record; else each line of stdin is one record, a JSON
-    value (NDJSON), written in atomic batches of --batch lines. A line that
-    is not JSON stops the command before its batch is written.
+    With --data, one record; else each line of stdin is one record (a JSON
+    value by default, see --format), written in atomic batches of --batch
+    lines. A line that cannot be read stops the command before its batch is
+    written. Records without a key spread over the partitions.
     """
+    if key_delimiter is not None and not key_delimiter:
+        raise click.BadParameter("the delimiter must not be empty", param_hint="--key-delimiter")
+    delimiter = None if key_delimiter is None else key_delimiter.encode()
+    value = None
+    if data is not None:
+        try:
+            value = decode_record(data.encode(), fmt, delimiter)
+        except ValueError as e:
+            hint = (
+                "; quote text as a JSON string, e.g. '\"hello\"', or use --format text"
+                if fmt == "json"
+                else ""
+            )
+            raise click.BadParameter(f"the value {e}{hint}", param_hint="--data") from None
     log = session.log(writes=True)
     try:
         info = log.topic(topic)  # fail before reading any input
@@ -158,40 +221,87 @@ def produce(
         raise tidelog.UnknownTopic(f"{e}; create it first: tidelog topics create {topic}") from None
     check_partition(info, partition)
     producer = log.producer(producer_id)
-    options = {"key": key, "partition": partition, "headers": headers or None}
+    spread = Spreader(log, producer, topic, info.partitions, key, partition, headers or None)
     ranges = Ranges()
 
     def write(values: list[Any], first_line: int, last_line: int) -> None:
         try:
-            sent = producer.send_batch(topic, values, **options)
+            written = spread.write(values)
         except tidelog.TidelogError as e:
             raise click.ClickException(f"{_lines(first_line, last_line)} not written: {e}") from None
-        ranges.add(sent)
-        if session.json:
-            emit(sent_json(sent))
+        for sent in written:
+            ranges.add(sent)
+            if session.json:
+                emit(sent_json(sent))
 
-    if data is not None:
-        write_one(producer, topic, data, options, ranges, session.json)
+    if value is not None:
+        write([value], 0, 0)
     else:
-        read_lines(sys.stdin.buffer, batch, write, ranges)
+        read_lines(sys.stdin.buffer, batch, write, ranges, lambda raw: decode_record(raw, fmt, delimiter))
     if not session.json:
         table(["PARTITION", "FIRST", "LAST", "COUNT"], ranges.rows, right=(0, 1, 2, 3))
 
 
-def write_one(
-    producer: tidelog.Producer, topic: str, data: Any, options: dict[str, Any], ranges: Ranges, as_json: bool
-) -> None:
-    sent = producer.send(topic, data, **options)
-    batch = tidelog.BatchSent(sent.topic, sent.partition, sent.offset, 1, sent.timestamp)
-    ranges.add(batch)
-    if as_json:
-        emit(sent_json(batch))
+class Spreader:
+    """Writes a chunk of records in one transaction, each to its partition.
+
+    --partition or --key: the whole chunk goes to one partition. Otherwise a
+    record's own key (-K) picks its partition and unkeyed records go
+    round-robin from a random start, as `Producer.send` places them; the
+    chunk's per-partition batches commit together (`Log.write`), so a chunk is
+    still all or nothing.
+    """
+
+    def __init__(
+        self,
+        log: tidelog.Log,
+        producer: tidelog.Producer,
+        topic: str,
+        partitions: int,
+        key: str | None,
+        partition: int | None,
+        headers: list[tuple[str, str]] | None,
+    ):
+        self.log = log
+        self.producer = producer
+        self.topic = topic
+        self.partitions = partitions
+        self.key = key
+        self.partition = partition
+        self.headers = headers
+        self._next = itertools.count(random.randrange(partitions))
+
+    def write(self, values: list[Any]) -> list[tidelog.BatchSent]:
+        if self.partition is not None or self.key is not None or self.partitions == 1:
+            return [
+                self.producer.send_batch(
+                    self.topic, values, key=self.key, partition=self.partition, headers=self.headers
+                )
+            ]
+        by_partition: dict[int, list[Any]] = {}
+        for v in values:
+            own_key = v.key if isinstance(v, tidelog.NewRecord) else None
+            p = (
+                next(self._next) % self.partitions
+                if own_key is None
+                else partition_for_key(own_key, self.partitions)
+            )
+            by_partition.setdefault(p, []).append(v)
+        prepared = [
+            self.producer.prepare(self.topic, batch, partition=p, headers=self.headers)
+            for p, batch in sorted(by_partition.items())
+        ]
+        return self.log.write(prepared)
 
 
 def read_lines(
-    stream: BinaryIO, chunk_size: int, write: Callable[[list[Any], int, int], None], ranges: Ranges
+    stream: BinaryIO,
+    chunk_size: int,
+    write: Callable[[list[Any], int, int], None],
+    ranges: Ranges,
+    decode: Callable[[bytes], Any],
 ) -> None:
-    """Parse stdin line by line and hand full chunks to `write`."""
+    """Read stdin line by line, decode each, and hand full chunks to `write`."""
     chunk: list[Any] = []
     first_line = lineno = read = 0
     with progress(stream) as bar:
@@ -202,9 +312,9 @@ def read_lines(
             if not chunk:
                 first_line = lineno
             try:
-                chunk.append(json.loads(raw.rstrip(b"\r\n")))
+                chunk.append(decode(raw.rstrip(b"\r\n")))
             except ValueError as e:
-                raise click.ClickException(_bad_line(lineno, e, first_line, ranges.written)) from None
+                raise click.ClickException(_bad_line(lineno, str(e), first_line, ranges.written)) from None
             if len(chunk) >= chunk_size:
                 write(chunk, first_line, lineno)
                 chunk = []
@@ -215,11 +325,12 @@ def read_lines(
         bar.update(read)
 
 
-def _bad_line(lineno: int, error: ValueError, chunk_start: int, written: int) -> str:
-    why = f"{error.msg} at column {error.colno}" if isinstance(error, json.JSONDecodeError) else "not UTF-8"
+def _bad_line(lineno: int, why: str, chunk_start: int, written: int) -> str:
     if not written:
-        return f"line {lineno} is not JSON ({why}); nothing was written"
-    return f"line {lineno} is not JSON ({why}); {_lines(chunk_start, lineno)} not written, the {written} records before were"
+        return f"line {lineno} {why}; nothing was written"
+    return (
+        f"line {lineno} {why}; {_lines(chunk_start, lineno)} not written, the {written} records before were"
+    )
 
 
 def _lines(first: int, last: int) -> str:

@@ -71,6 +71,8 @@ def start_positions(log: tidelog.Log, topic: str, partitions: list[int], start: 
             positions[partition] = p.first_offset - 1
         elif start == "latest":
             positions[partition] = p.last_offset
+        elif int(start) < 0:  # the last N records (fewer when fewer are kept)
+            positions[partition] = max(p.first_offset - 1, p.last_offset + int(start))
         elif int(start) - 1 <= p.last_offset:
             positions[partition] = int(start) - 1
         else:
