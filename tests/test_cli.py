@@ -506,6 +506,10 @@ BAD_INPUT = [
     (["offsets", "g", "t", "--partition", "0", "--set", "-1"], None, 2, "--set"),
     (["offsets", "g", "t", "--set", "1"], None, 2, "--set needs --partition"),
     (["nonsense"], None, 2, "No such command"),
+    (["queues", "stats", "t", "--group", "nope"], None, 1, "queue group 'nope' does not exist"),
+    (["queues", "peek", "nope"], None, 1, "topic 'nope' does not exist"),
+    (["queues", "peek", "t", "--limit", "0"], None, 2, "--limit"),
+    (["queues", "list", "bad name"], None, 1, "invalid topic name"),
 ]
 
 
@@ -672,3 +676,32 @@ def test_consume_from_minus_n_is_the_last_n_of_each_partition(run, db):
     r = run("consume", "t", "--group", "g", "--from", "-3", "--no-commit")
     assert r.exit_code == 0, r.output
     assert sorted(rec["data"] for rec in lines(r.stdout)) == [17, 18, 19, 100, 101]
+
+
+# --- queue groups from the shell (issue 20) -----------------------------------
+
+
+def test_queues_list_stats_and_peek_show_each_state(run, db):
+    with tidelog.open(db) as log:
+        q = log.queue("jobs", visibility_timeout=60, max_deliveries=1)
+        for i in range(5):
+            q.send({"n": i})
+        q.send({"n": "later"}, delay=3600)
+        leased = q.receive(max_messages=2)
+        q.reject(q.receive()[0])
+        before = snapshot(log)
+    r = run("--json", "queues", "list")
+    assert r.exit_code == 0, r.output
+    (row,) = [x for x in lines(r.stdout) if x["group"] == "jobs"]
+    assert (row["available"], row["in_flight"], row["delayed"], row["dead_lettered"]) == (2, 2, 1, 1)
+    r = run("--json", "queues", "stats", "jobs")
+    assert lines(r.stdout)[0]["in_flight"] == 2
+    r = run("--json", "queues", "peek", "jobs")
+    peeked = lines(r.stdout)
+    assert [(p["offset"], p["delivery_count"]) for p in peeked] == [(d.offset, 1) for d in leased]
+    text = run("queues", "stats", "jobs").output
+    assert "in_flight" in text and "dead_lettered" in text
+    described = run("groups", "describe", "jobs")
+    assert "queue group: tidelog queues stats jobs --group jobs" in described.stderr
+    with tidelog.open(db) as log:
+        assert snapshot(log) == before  # looking changes nothing

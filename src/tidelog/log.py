@@ -276,6 +276,12 @@ class Log:
         """The names of every group, stream and queue."""
         return self.store.groups()
 
+    def queue_groups(self, topic: str | None = None) -> list[tuple[str, str]]:
+        """(topic, group) of every queue group, or of one topic's."""
+        if topic is not None:
+            return [(topic, g) for g in self.store.queue_list(self.topic(topic).name)]
+        return [(t.name, g) for t in self.store.topics() for g in self.store.queue_list(t.name)]
+
     def group_offsets(self, group: str) -> list[GroupOffset]:
         """A group's committed offset on every partition it committed on."""
         check_name("group", group)

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .config import check_name
+from .config import check_int, check_name
 from .errors import InvalidRequest
 from .records import (
     BatchSent,
@@ -29,7 +29,7 @@ from .records import (
     encode_meta,
     make_message,
 )
-from .store.base import AppendBatch, Leased, QueueStats
+from .store.base import AppendBatch, Leased, Pending, QueueStats
 
 if TYPE_CHECKING:
     from .log import Log, Producer
@@ -375,3 +375,14 @@ class Queue:
     def stats(self) -> QueueStats:
         """available, in_flight, delayed, dead_lettered, oldest_available_age_ms."""
         return self.log.store.queue_stats(self.group, self.topic, self.log.clock(), _due_of)
+
+    def in_flight(self, limit: int = 100) -> list[Pending]:
+        """The records leased now, by partition and offset: who holds each
+        (None for an unnamed `receive`), when it was delivered, how many times."""
+        check_int("limit", limit, 1, 10_000)
+        out: list[Pending] = []
+        for p in range(self.log.topic(self.topic).partitions):
+            out += self.log.store.queue_pending(self.group, self.topic, p, limit=limit - len(out))
+            if len(out) >= limit:
+                break
+        return out

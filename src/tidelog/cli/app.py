@@ -18,6 +18,7 @@ from .context import DEFAULT_URL, URL_HELP, Session
 from .groups import groups, offsets
 from .maintenance import clean, jobs
 from .produce import produce
+from .queues import queues
 from .serve import serve
 from .topics import topics
 from .worker import worker
@@ -65,5 +66,5 @@ def cli(ctx: click.Context, url: str, create: bool, json_output: bool) -> None:
     ctx.call_on_close(session.close)
 
 
-for command in (topics, produce, consume, read, groups, offsets, serve, clean, jobs, worker):
+for command in (topics, produce, consume, read, groups, offsets, queues, serve, clean, jobs, worker):
     cli.add_command(command)

@@ -65,6 +65,10 @@ def describe_group(session: Session, group: str, topics: tuple[str, ...]) -> Non
     for name in topics:
         log.topic(name)  # an unknown topic is an error, not an empty row
     rows = log.describe_group(group, topics)
+    if not rows:
+        # A queue group has no offsets to show; say where its state is.
+        for topic, _ in (q for q in log.queue_groups() if q[1] == group):
+            click.echo(f"{group} is a queue group: tidelog queues stats {topic} --group {group}", err=True)
     if session.json:
         for row in rows:
             emit(lag_json(row))
