@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -480,3 +482,24 @@ def test_a_metrics_port_in_use_is_refused_before_anything_is_posted(tmp_path):
         with pytest.raises(tidelog.ConfigurationError, match="cannot serve /metrics on port"):
             tidelog.worker.run(db, config(endpoint.url), metrics_port=taken.getsockname()[1])
         assert endpoint.snapshot() == []
+
+
+def test_a_missing_spark_names_the_extra_and_the_local_engine(tmp_path):
+    db = str(tmp_path / "w.db")
+    fill(db, {0: 1})
+    path = tmp_path / "worker.toml"
+    path.write_text(f'[topics.{TOPIC}.groups.g]\nendpoint = "http://127.0.0.1:9/in"\n')
+    # The default engine is Spark; run the command as a machine without pyarrow would.
+    hide = "import sys; sys.modules['pyarrow'] = None; from tidelog.cli import main; main()"
+    out = subprocess.run(
+        [sys.executable, "-c", hide, "--db", db, "worker", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1, out.stderr
+    assert (
+        "pyarrow" in out.stderr and "--engine local" in out.stderr and "tidelog[spark,worker]" in out.stderr
+    )
+    with tidelog.open(db) as log:
+        assert log.groups() == []

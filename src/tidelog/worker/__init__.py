@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..log import Log
-from .config import ENGINES, Feed, WorkerConfig, load
+from .config import ENGINES, SPARK_MISSING, Feed, WorkerConfig, load
 from .shutdown import Shutdown
 
 __all__ = ["Feed", "WorkerConfig", "load", "run"]
@@ -89,10 +89,7 @@ def run(
             try:
                 from .spark import SparkEngine
             except ImportError as e:
-                raise ConfigurationError(
-                    f"the spark engine needs {e.name}: pip install 'tidelog[spark,worker]', "
-                    'or run engine = "local"'
-                ) from None
+                raise ConfigurationError(f"the spark engine needs {e.name}: {SPARK_MISSING}") from None
             assert url is not None
             SparkEngine(url, log, cfg, metrics, shutdown, spark).run()
     finally:

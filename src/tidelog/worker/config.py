@@ -43,6 +43,11 @@ TOPIC_KEYS = ("groups",)
 FEED_KEYS = ("partitions", "endpoint", "batch_size", "interval", "timeout", "headers")
 
 DEFAULT_ENGINE = "spark"
+# What to do when the default engine's dependencies are missing.
+SPARK_MISSING = (
+    "pip install 'tidelog[spark,worker]' (and Java 17), or run without Spark: "
+    '--engine local on the command line, engine = "local" in the config'
+)
 DEFAULT_WORK_DIR = ".tidelog-worker"
 DEFAULT_MASTER = "local[2]"
 DEFAULT_BATCH_SIZE = 100

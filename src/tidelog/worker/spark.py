@@ -55,7 +55,7 @@ import tidelog
 from ..errors import ConfigurationError
 from ..log import Consumer, Log
 from . import delivery
-from .config import Feed, WorkerConfig
+from .config import SPARK_MISSING, Feed, WorkerConfig
 from .logs import event
 from .metrics import Metrics
 from .shutdown import Shutdown
@@ -255,11 +255,9 @@ class SparkEngine:
     def _session(self) -> Any:
         try:
             import tidelog.spark as tspark
-        except ImportError as e:
-            raise ConfigurationError(
-                f"the spark engine needs the spark extra ({e}): pip install 'tidelog[spark,worker]', "
-                'or set engine = "local"'
-            ) from None
+        except (ImportError, ConfigurationError) as e:
+            # tidelog.spark says which of pyspark / pyarrow is missing.
+            raise ConfigurationError(f"the spark engine cannot start ({e}): {SPARK_MISSING}") from None
         conf = {**DEFAULT_CONF, **dict(self.config.spark_conf)}
         spark = tspark.session(self.config.spark_master, "tidelog-worker", **conf)
         # A refused post fails a task and a query by design; Spark would log
