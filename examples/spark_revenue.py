@@ -17,8 +17,11 @@ Needs `pip install 'tidelog[spark]'` and Java 17 or newer.
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import random
+import signal
+import threading
 from typing import Any
 
 import tidelog
@@ -123,6 +126,28 @@ def expected_revenue(orders: list[dict], watermark_ms: int) -> dict[tuple[int, s
     return out
 
 
+def stop_on_signals() -> threading.Event:
+    """An event that Ctrl-C or SIGTERM sets, instead of raising.
+
+    A KeyboardInterrupt raised inside a py4j call leaves the gateway mid-
+    conversation (and prints its tracebacks), so a signal only sets a flag
+    and the queries are stopped between short waits.
+    """
+    stopping = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stopping.set())
+    return stopping
+
+
+def wait_then_stop(queries: list[Any], stopping: threading.Event) -> None:
+    """Wait until the queries end or `stopping` is set, then stop them."""
+    while not stopping.is_set() and any(q.isActive for q in queries):
+        for query in queries:
+            query.awaitTermination(0.5)  # raises if the query failed
+    for query in queries:
+        query.stop()
+
+
 def main() -> None:
     import tidelog.spark
 
@@ -148,20 +173,17 @@ def main() -> None:
         **{"spark.sql.shuffle.partitions": "2", "spark.ui.showConsoleProgress": "false"},
     )
     spark.sparkContext.setLogLevel("ERROR")
+    stopping = stop_on_signals()  # after the session: SparkContext installs a SIGINT handler of its own
     parquet = os.path.join(args.work, "parquet")
     queries = start(
         spark, args.db, os.path.join(args.work, "checkpoint"), parquet, available_now=not args.follow
     )
-    try:
-        for query in queries:
-            query.awaitTermination()
-    except KeyboardInterrupt:
-        for query in queries:
-            query.stop()
+    wait_then_stop(queries, stopping)
     with tidelog.open(args.db) as log:
         closed = sum(t.name == REVENUE for t in log.topics()) and log.describe(REVENUE).records
         print(f"topic {REVENUE}: {closed} closed windows")
-    spark.read.parquet(parquet).orderBy("minute", "country").show(20, truncate=False)
+    if glob.glob(os.path.join(parquet, "*.parquet")):  # none before the first window closes
+        spark.read.parquet(parquet).orderBy("minute", "country").show(20, truncate=False)
     spark.stop()
 
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -56,3 +60,29 @@ def test_revenue_pipeline_matches_plain_python_across_a_restart(spark, db, tmp_p
     parquet = spark.read.parquet(str(tmp_path / "parquet")).collect()
     assert len(parquet) == len(expected)
     assert {(r.minute, r.country): (r.revenue_cents, r.orders) for r in parquet} == expected
+
+
+def test_ctrl_c_on_follow_stops_the_queries_without_a_traceback(db, tmp_path):
+    # A process of its own, as a person runs it; SIGINT is what Ctrl-C sends.
+    work = tmp_path / "work"
+    proc = subprocess.Popen(
+        [sys.executable, EXAMPLE, "--db", db, "--orders", "300", "--work", str(work), "--follow"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        first_batch = work / "checkpoint" / "topic" / "commits" / "0"
+        while time.monotonic() < deadline and not first_batch.exists():
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.5)
+        assert first_batch.exists(), "the pipeline never finished a batch"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
+    assert "closed windows" in out
