@@ -7,7 +7,7 @@ validates and encodes here; the server checks again and commits. Records
 round-trip byte for byte (see `tidelog.wire`) and server errors come back as
 the same `tidelog.errors` classes, by their `code`.
 
-Where the core hands a store policy (`due_of`, `new_receipt`, `assign`) or
+Where the core hands a store policy (`due_of`, `new_receipt`, `rebalance`) or
 its clock (`now`), the server's core applies its own instead: the server
 owns leases, receipts, assignment and cleaning, whoever its clients are.
 
@@ -35,6 +35,7 @@ from .store.base import (
     Leased,
     PartitionInfo,
     QueueStats,
+    Rebalance,
     Replayed,
     TopicInfo,
 )
@@ -315,7 +316,7 @@ class HTTPStore:
     # stream group membership -----------------------------------------------------------
     #
     # The server holds a member handle per member id and applies its core's
-    # assignor; `assign` and the client's clock (`now`) are not sent.
+    # assignor; `rebalance` and the client's clock (`now`) are not sent.
 
     def _member(self, action: str, group: str, body: dict[str, Any]) -> Any:
         return self._call("POST", f"/v1/groups/{_seg(group)}/{action}", json=body)
@@ -334,7 +335,7 @@ class HTTPStore:
         session_ms: int,
         assignor: str,
         now: int,
-        assign: Any,
+        rebalance: Rebalance,
     ) -> GroupSync:
         body = {
             "member_id": member,
@@ -344,16 +345,16 @@ class HTTPStore:
         }
         return self._sync(self._member("join", group, body))
 
-    def group_heartbeat(self, group: str, member: str, now: int, assign: Any) -> GroupSync:
+    def group_heartbeat(self, group: str, member: str, now: int, rebalance: Rebalance) -> GroupSync:
         return self._sync(self._member("heartbeat", group, {"member_id": member}))
 
     def group_release(
-        self, group: str, member: str, partitions: list[tuple[str, int]], now: int, assign: Any
+        self, group: str, member: str, partitions: list[tuple[str, int]], now: int, rebalance: Rebalance
     ) -> GroupSync:
         body = {"member_id": member, "partitions": [list(tp) for tp in partitions]}
         return self._sync(self._member("release", group, body))
 
-    def group_leave(self, group: str, member: str, now: int, assign: Any) -> None:
+    def group_leave(self, group: str, member: str, now: int, rebalance: Rebalance) -> None:
         try:
             self._member("leave", group, {"member_id": member})
         except errors.StaleGeneration:

@@ -15,6 +15,7 @@ partition, or whose generation is older than its ownership, is refused.
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import socket
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .assignors import ASSIGNORS
 from .config import check_int, check_name
+from .coordinator import rebalance
 from .errors import GroupError, InvalidRequest, NotAssigned, OffsetOutOfRange, StaleGeneration
 from .positions import check_auto_reset, reset_position
 from .records import Message, make_messages
@@ -81,7 +83,7 @@ class GroupConsumer:
         self.member_id = check_name("member", member_id) if member_id else _member_id()
         self.session_ms = int(session_timeout * 1000)
         self.assignor = assignor
-        self._assign = ASSIGNORS[assignor]
+        self._rebalance = functools.partial(rebalance, assign=ASSIGNORS[assignor])
         self.on_assign = on_assign
         self.on_revoke = on_revoke
         self.start = start
@@ -101,7 +103,7 @@ class GroupConsumer:
         for topic in self.topics:
             log.catalog.shape(topic, create=True)
         sync = log.store.group_join(
-            self.group, self.member_id, self.topics, self.session_ms, assignor, log.clock(), self._assign
+            self.group, self.member_id, self.topics, self.session_ms, assignor, log.clock(), self._rebalance
         )
         self._apply(sync)
         interval = session_timeout / 3 if heartbeat_interval is None else heartbeat_interval
@@ -145,7 +147,9 @@ class GroupConsumer:
         with self._membership:
             if self._closed:
                 return
-            sync = self.log.store.group_heartbeat(self.group, self.member_id, self.log.clock(), self._assign)
+            sync = self.log.store.group_heartbeat(
+                self.group, self.member_id, self.log.clock(), self._rebalance
+            )
             self._apply(sync)
 
     def _heartbeat_loop(self, interval: float) -> None:
@@ -163,7 +167,7 @@ class GroupConsumer:
                             self.session_ms,
                             self.assignor,
                             self.log.clock(),
-                            self._assign,
+                            self._rebalance,
                         )
                         self._apply(sync)
                 except GroupError:
@@ -203,7 +207,7 @@ class GroupConsumer:
                 # position from the committed offset and its on_assign.
                 self._owned = [tp for tp in self._owned if tp not in held]
             sync = self.log.store.group_release(
-                self.group, self.member_id, held, self.log.clock(), self._assign
+                self.group, self.member_id, held, self.log.clock(), self._rebalance
             )
             self._apply(sync)
 
@@ -306,7 +310,7 @@ class GroupConsumer:
                 self.on_revoke(held)
         finally:
             self._closed = True
-            self.log.store.group_leave(self.group, self.member_id, self.log.clock(), self._assign)
+            self.log.store.group_leave(self.group, self.member_id, self.log.clock(), self._rebalance)
             with self._lock:
                 self._owned, self._position = [], {}
 

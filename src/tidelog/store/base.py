@@ -13,7 +13,7 @@ apart by the format marker), exactly as `tidelog.records` encodes them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -55,6 +55,49 @@ class GroupSync(NamedTuple):
     generation: int
     owned: list[tuple[str, int]]  # (topic, partition) the member holds now
     revoke: list[tuple[str, int]]  # held, but assigned elsewhere: release after committing
+
+
+# assign(members: {member: [topics]}, layout: {topic: partition count},
+#        current: {(topic, partition): owner or target}) -> {(topic, partition): member}
+Assign = Callable[
+    [dict[str, list[str]], dict[str, int], dict[tuple[str, int], str | None]], dict[tuple[str, int], str]
+]
+
+
+class Rebalancing(Protocol):
+    """What a store offers the rebalance (`tidelog.coordinator`) inside one
+    transaction that holds a stream group's lock: each is a statement or two."""
+
+    def members(self) -> list[tuple[str, list[str], int, int]]:
+        """(member, topics, session_ms, last heartbeat ms) of every member."""
+
+    def expire(self, members: list[str]) -> None:
+        """Remove these members and free the partitions they held."""
+
+    def partition_ids(self, topics: list[str]) -> dict[str, list[int]]:
+        """Each existing topic's partition ids, in partition order."""
+
+    def state(self) -> tuple[int, str, str]:
+        """(generation, members fingerprint, layout fingerprint) as stored."""
+
+    def owners(self) -> dict[tuple[str, int], str | None]:
+        """Each assigned partition's owner, else its target."""
+
+    def set_targets(self, rows: list[tuple[int, str, int, str | None]]) -> None:
+        """Store (partition id, topic, partition, target) rows, sorted by id,
+        and forget the group's rows for any other partition id."""
+
+    def set_state(self, generation: int, members: str, layout: str) -> None: ...
+
+    def hand_over(self, generation: int) -> None:
+        """Give every partition nobody holds to its target, at `generation`."""
+
+    def held(self, member: str) -> list[tuple[str, int, str | None]]:
+        """(topic, partition, target) of what `member` holds, by topic and partition."""
+
+
+# The core's rebalance with the group's assignor bound: rebalance(tx, member, now).
+Rebalance = Callable[[Rebalancing, str | None, int], GroupSync]
 
 
 class GroupMember(NamedTuple):
@@ -214,20 +257,20 @@ class Store(Protocol):
         session_ms: int,
         assignor: str,
         now: int,
-        assign: Any,
+        rebalance: Rebalance,
     ) -> GroupSync:
-        """Add or refresh a member, rebalance if membership changed, and
-        return its view. `assign(members, layout, current)` computes targets."""
+        """Add or refresh a member, then run `rebalance` in the same
+        transaction (holding the group's lock); return its view."""
 
-    def group_heartbeat(self, group: str, member: str, now: int, assign: Any) -> GroupSync:
+    def group_heartbeat(self, group: str, member: str, now: int, rebalance: Rebalance) -> GroupSync:
         """Keep a member alive (StaleGeneration when it is gone), expire
         silent members, rebalance when needed, hand over released partitions."""
 
     def group_release(
-        self, group: str, member: str, partitions: list[tuple[str, int]], now: int, assign: Any
+        self, group: str, member: str, partitions: list[tuple[str, int]], now: int, rebalance: Rebalance
     ) -> GroupSync: ...
 
-    def group_leave(self, group: str, member: str, now: int, assign: Any) -> None: ...
+    def group_leave(self, group: str, member: str, now: int, rebalance: Rebalance) -> None: ...
 
     def group_commit(
         self, group: str, member: str, generation: int, topic: str, partition: int, offset: int

@@ -1,7 +1,8 @@
 """Stream group membership on PostgreSQL: members, generations, owners, targets.
 
-Mechanics only: the assignment itself is computed by the core's assignor,
-passed in as `assign`, inside the transaction that needs it.
+Mechanics only: the rebalance is the core's (`tidelog.coordinator`), run
+inside the transaction that needs it over `PostgresRebalancing`, the
+statements it needs.
 
 Every change to a group's membership (join, heartbeat, release, leave) is one
 transaction that first locks the group's row in `tidelog_group_state`
@@ -18,19 +19,13 @@ for the commit, and a commit that arrives after the hand-over sees it.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotAssigned, StaleGeneration
-from .base import GroupMember, GroupSync
+from .base import GroupMember, GroupSync, Rebalance
 
 if TYPE_CHECKING:
     import psycopg
-
-# assign(members: {member: [topics]}, layout: {topic: partitions},
-#        current: {(topic, partition): owner}) -> {(topic, partition): member}
-Assign = Callable[[dict[str, list[str]], dict[str, int], dict[tuple[str, int], str | None]], dict]
 
 _LOCK = "SELECT generation, members, layout FROM tidelog_group_state WHERE grp = %s FOR UPDATE"
 
@@ -44,6 +39,90 @@ RETURNING generation, members, layout
 """
 
 _STALE = "member {member!r} is no longer in group {group!r} (its session expired or it left); rejoin"
+
+
+class PostgresRebalancing:
+    """The rebalance's primitives on one group, holding its lock."""
+
+    def __init__(self, conn: psycopg.Connection[Any], group: str, state: tuple[int, str, str]):
+        self.conn = conn
+        self.group = group
+        self._state = state  # read when the lock was taken
+
+    def members(self) -> list[tuple[str, list[str], int, int]]:
+        return [
+            (name, list(topics), session_ms, heartbeat)
+            for name, topics, session_ms, heartbeat in self.conn.execute(
+                "SELECT member, topics, session_ms, heartbeat FROM tidelog_group_members WHERE grp = %s",
+                (self.group,),
+            )
+        ]
+
+    def expire(self, members: list[str]) -> None:
+        self.conn.execute(
+            "DELETE FROM tidelog_group_members WHERE grp = %s AND member = ANY(%s)", (self.group, members)
+        )
+        self.conn.execute(
+            "UPDATE tidelog_group_assignment SET owner = NULL WHERE grp = %s AND owner = ANY(%s)",
+            (self.group, members),
+        )
+
+    def partition_ids(self, topics: list[str]) -> dict[str, list[int]]:
+        if not topics:
+            return {}
+        return {
+            name: list(pids)
+            for name, pids in self.conn.execute(
+                "SELECT t.name, array_agg(p.id ORDER BY p.partition) FROM tidelog_topics t "
+                "JOIN tidelog_partitions p ON p.topic_id = t.id WHERE t.name = ANY(%s) GROUP BY t.name",
+                (topics,),
+            )
+        }
+
+    def state(self) -> tuple[int, str, str]:
+        return self._state
+
+    def owners(self) -> dict[tuple[str, int], str | None]:
+        return {
+            (t, p): owner
+            for t, p, owner in self.conn.execute(
+                "SELECT topic, partition, coalesce(owner, target) FROM tidelog_group_assignment WHERE grp = %s",
+                (self.group,),
+            )
+        }
+
+    def set_targets(self, rows: list[tuple[int, str, int, str | None]]) -> None:
+        self.conn.execute(
+            "INSERT INTO tidelog_group_assignment (grp, pid, topic, partition, owner, target) "
+            "SELECT %s, r.pid, r.topic, r.partition, NULL, r.target "
+            "FROM unnest(%s::bigint[], %s::text[], %s::integer[], %s::text[]) AS r(pid, topic, partition, target) "
+            "ON CONFLICT (grp, pid) DO UPDATE SET target = excluded.target",
+            (self.group, *([r[i] for r in rows] for i in range(4))),
+        )
+        self.conn.execute(
+            "DELETE FROM tidelog_group_assignment WHERE grp = %s AND pid <> ALL(%s::bigint[])",
+            (self.group, [r[0] for r in rows]),
+        )
+
+    def set_state(self, generation: int, members: str, layout: str) -> None:
+        self.conn.execute(
+            "UPDATE tidelog_group_state SET generation = %s, members = %s, layout = %s WHERE grp = %s",
+            (generation, members, layout, self.group),
+        )
+
+    def hand_over(self, generation: int) -> None:
+        self.conn.execute(
+            "UPDATE tidelog_group_assignment SET owner = target, owner_gen = %s "
+            "WHERE grp = %s AND owner IS NULL AND target IS NOT NULL",
+            (generation, self.group),
+        )
+
+    def held(self, member: str) -> list[tuple[str, int, str | None]]:
+        return self.conn.execute(
+            "SELECT topic, partition, target FROM tidelog_group_assignment WHERE grp = %s AND owner = %s "
+            "ORDER BY topic, partition",
+            (self.group, member),
+        ).fetchall()
 
 
 class PostgresGroups:
@@ -61,7 +140,7 @@ class PostgresGroups:
         session_ms: int,
         assignor: str,
         now: int,
-        assign: Assign,
+        rebalance: Rebalance,
     ) -> GroupSync:
         with self._conn() as conn, conn.transaction():
             conn.execute(
@@ -76,9 +155,9 @@ class PostgresGroups:
                 "topics = excluded.topics, session_ms = excluded.session_ms, heartbeat = excluded.heartbeat",
                 (group, member, sorted(set(topics)), session_ms, now, now),
             )
-            return self._sync(conn, group, member, now, assign, state)
+            return rebalance(PostgresRebalancing(conn, group, state), member, now)
 
-    def group_heartbeat(self, group: str, member: str, now: int, assign: Assign) -> GroupSync:
+    def group_heartbeat(self, group: str, member: str, now: int, rebalance: Rebalance) -> GroupSync:
         with self._conn() as conn, conn.transaction():
             state = conn.execute(_LOCK, (group,)).fetchone()
             alive = state is not None and (
@@ -90,10 +169,10 @@ class PostgresGroups:
             )
             if not alive:
                 raise StaleGeneration(_STALE.format(member=member, group=group))
-            return self._sync(conn, group, member, now, assign, state)
+            return rebalance(PostgresRebalancing(conn, group, state), member, now)
 
     def group_release(
-        self, group: str, member: str, partitions: list[tuple[str, int]], now: int, assign: Assign
+        self, group: str, member: str, partitions: list[tuple[str, int]], now: int, rebalance: Rebalance
     ) -> GroupSync:
         with self._conn() as conn, conn.transaction():
             state = conn.execute(_LOCK, (group,)).fetchone()
@@ -106,9 +185,9 @@ class PostgresGroups:
                     "WHERE a.grp = %s AND a.owner = %s AND a.topic = r.topic AND a.partition = r.partition",
                     ([t for t, _ in partitions], [p for _, p in partitions], group, member),
                 )
-            return self._sync(conn, group, member, now, assign, state)
+            return rebalance(PostgresRebalancing(conn, group, state), member, now)
 
-    def group_leave(self, group: str, member: str, now: int, assign: Assign) -> None:
+    def group_leave(self, group: str, member: str, now: int, rebalance: Rebalance) -> None:
         with self._conn() as conn, conn.transaction():
             state = conn.execute(_LOCK, (group,)).fetchone()
             if state is None:
@@ -118,98 +197,7 @@ class PostgresGroups:
                 "UPDATE tidelog_group_assignment SET owner = NULL WHERE grp = %s AND owner = %s",
                 (group, member),
             )
-            self._sync(conn, group, None, now, assign, state)
-
-    def _sync(
-        self,
-        conn: psycopg.Connection,
-        group: str,
-        member: str | None,
-        now: int,
-        assign: Assign,
-        state: tuple[int, str, str],
-    ) -> GroupSync:
-        """Expire silent members, rebalance when the members or the partitions
-        changed, hand over what nobody holds; `member`'s view. Runs holding
-        the group's lock."""
-        members: dict[str, list[str]] = {}
-        expired = []
-        for name, topics, session_ms, heartbeat in conn.execute(
-            "SELECT member, topics, session_ms, heartbeat FROM tidelog_group_members WHERE grp = %s", (group,)
-        ):
-            if heartbeat + session_ms < now and name != member:
-                expired.append(name)
-            else:
-                members[name] = list(topics)
-        if expired:
-            conn.execute(
-                "DELETE FROM tidelog_group_members WHERE grp = %s AND member = ANY(%s)", (group, expired)
-            )
-            conn.execute(
-                "UPDATE tidelog_group_assignment SET owner = NULL WHERE grp = %s AND owner = ANY(%s)",
-                (group, expired),
-            )
-        subscribed = sorted({t for ts in members.values() for t in ts})
-        layout: dict[str, list[int]] = {}
-        if subscribed:
-            for name, pids in conn.execute(
-                "SELECT t.name, array_agg(p.id ORDER BY p.partition) FROM tidelog_topics t "
-                "JOIN tidelog_partitions p ON p.topic_id = t.id WHERE t.name = ANY(%s) GROUP BY t.name",
-                (subscribed,),
-            ):
-                layout[name] = list(pids)
-        generation, member_key, layout_key = state
-        new_members = json.dumps(sorted(members.items()))
-        # The partition ids, not only the counts: a topic deleted and created
-        # again under its name is new partitions, and rebalances.
-        new_layout = json.dumps(sorted(layout.items()))
-        if new_members != member_key or new_layout != layout_key:
-            generation += 1
-            current = {
-                (t, p): owner
-                for t, p, owner in conn.execute(
-                    "SELECT topic, partition, coalesce(owner, target) FROM tidelog_group_assignment WHERE grp = %s",
-                    (group,),
-                )
-            }
-            targets = assign(members, {t: len(p) for t, p in layout.items()}, current)
-            rows = sorted(
-                (pid, topic, partition, targets.get((topic, partition)))
-                for topic, pids in layout.items()
-                for partition, pid in enumerate(pids)
-            )  # by pid: concurrent writers of these rows lock them in one order
-            conn.execute(
-                "INSERT INTO tidelog_group_assignment (grp, pid, topic, partition, owner, target) "
-                "SELECT %s, r.pid, r.topic, r.partition, NULL, r.target "
-                "FROM unnest(%s::bigint[], %s::text[], %s::integer[], %s::text[]) AS r(pid, topic, partition, target) "
-                "ON CONFLICT (grp, pid) DO UPDATE SET target = excluded.target",
-                (group, *([r[i] for r in rows] for i in range(4))),
-            )
-            conn.execute(
-                "DELETE FROM tidelog_group_assignment WHERE grp = %s AND pid <> ALL(%s::bigint[])",
-                (group, [r[0] for r in rows]),
-            )
-            conn.execute(
-                "UPDATE tidelog_group_state SET generation = %s, members = %s, layout = %s WHERE grp = %s",
-                (generation, new_members, new_layout, group),
-            )
-        # A partition changes hands only once nobody holds it.
-        conn.execute(
-            "UPDATE tidelog_group_assignment SET owner = target, owner_gen = %s "
-            "WHERE grp = %s AND owner IS NULL AND target IS NOT NULL",
-            (generation, group),
-        )
-        owned, revoke = [], []
-        if member is not None:
-            for topic, partition, target in conn.execute(
-                "SELECT topic, partition, target FROM tidelog_group_assignment WHERE grp = %s AND owner = %s "
-                "ORDER BY topic, partition",
-                (group, member),
-            ):
-                owned.append((topic, partition))
-                if target != member:
-                    revoke.append((topic, partition))
-        return GroupSync(generation, owned, revoke)
+            rebalance(PostgresRebalancing(conn, group, state), None, now)
 
     def group_commit(
         self, group: str, member: str, generation: int, topic: str, partition: int, offset: int

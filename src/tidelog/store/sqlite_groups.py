@@ -1,24 +1,101 @@
 """Stream group membership on SQLite: members, generations, owners, targets.
 
-Mechanics only: the assignment itself is computed by the core's assignor,
-passed in as `assign`, inside the write transaction that needs it.
+Mechanics only: each membership change is one write transaction (SQLite's
+BEGIN IMMEDIATE is the group's lock) that calls the core's rebalance
+(`tidelog.coordinator`) over `SQLiteRebalancing`, the statements it needs.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
 from typing import Any
 
 from ..errors import NotAssigned, StaleGeneration
-from .base import GroupMember, GroupSync
+from .base import GroupMember, GroupSync, Rebalance
 
-OFFSET_BITS = 40
 
-# assign(members: {member: [topics]}, layout: {topic: partitions},
-#        current: {(topic, partition): owner}) -> {(topic, partition): member}
-Assign = Callable[[dict[str, list[str]], dict[str, int], dict[tuple[str, int], str | None]], dict]
+class SQLiteRebalancing:
+    """The rebalance's primitives on one group, inside a write transaction."""
+
+    def __init__(self, db: sqlite3.Connection, group: str):
+        self.db = db
+        self.group = group
+
+    def members(self) -> list[tuple[str, list[str], int, int]]:
+        return [
+            (name, json.loads(topics), session_ms, heartbeat)
+            for name, topics, session_ms, heartbeat in self.db.execute(
+                "SELECT member, topics, session_ms, heartbeat FROM group_members WHERE grp = ?", (self.group,)
+            )
+        ]
+
+    def expire(self, members: list[str]) -> None:
+        marks = ",".join("?" * len(members))
+        self.db.execute(
+            f"DELETE FROM group_members WHERE grp = ? AND member IN ({marks})", (self.group, *members)
+        )
+        self.db.execute(
+            f"UPDATE group_assignment SET owner = NULL WHERE grp = ? AND owner IN ({marks})",
+            (self.group, *members),
+        )
+
+    def partition_ids(self, topics: list[str]) -> dict[str, list[int]]:
+        layout: dict[str, list[int]] = {}
+        for name, pid in self.db.execute(
+            "SELECT t.name, p.id FROM partitions p JOIN topics t ON t.id = p.topic_id "
+            f"WHERE t.name IN ({','.join('?' * len(topics))}) ORDER BY t.name, p.partition",
+            topics,
+        ):
+            layout.setdefault(name, []).append(pid)
+        return layout
+
+    def state(self) -> tuple[int, str, str]:
+        row = self.db.execute(
+            "SELECT generation, members, layout FROM group_state WHERE grp = ?", (self.group,)
+        ).fetchone()
+        return (row[0], row[1], row[2])
+
+    def owners(self) -> dict[tuple[str, int], str | None]:
+        return {
+            (t, p): owner
+            for t, p, owner in self.db.execute(
+                "SELECT topic, partition, coalesce(owner, target) FROM group_assignment WHERE grp = ?",
+                (self.group,),
+            )
+        }
+
+    def set_targets(self, rows: list[tuple[int, str, int, str | None]]) -> None:
+        self.db.executemany(
+            "INSERT INTO group_assignment(grp, pid, topic, partition, owner, target) VALUES (?, ?, ?, ?, NULL, ?) "
+            "ON CONFLICT(grp, pid) DO UPDATE SET target = excluded.target",
+            [(self.group, *row) for row in rows],
+        )
+        marks = ",".join("?" * len(rows))
+        self.db.execute(
+            f"DELETE FROM group_assignment WHERE grp = ? AND pid NOT IN ({marks})",
+            (self.group, *(r[0] for r in rows)),
+        )
+
+    def set_state(self, generation: int, members: str, layout: str) -> None:
+        self.db.execute(
+            "UPDATE group_state SET generation = ?, members = ?, layout = ? WHERE grp = ?",
+            (generation, members, layout, self.group),
+        )
+
+    def hand_over(self, generation: int) -> None:
+        self.db.execute(
+            "UPDATE group_assignment SET owner = target, owner_gen = ? "
+            "WHERE grp = ? AND owner IS NULL AND target IS NOT NULL",
+            (generation, self.group),
+        )
+
+    def held(self, member: str) -> list[tuple[str, int, str | None]]:
+        return self.db.execute(
+            "SELECT topic, partition, target FROM group_assignment WHERE grp = ? AND owner = ? "
+            "ORDER BY topic, partition",
+            (self.group, member),
+        ).fetchall()
 
 
 class SQLiteGroups:
@@ -36,7 +113,7 @@ class SQLiteGroups:
         session_ms: int,
         assignor: str,
         now: int,
-        assign: Assign,
+        rebalance: Rebalance,
     ) -> GroupSync:
         with self._write() as db:
             db.execute(
@@ -54,9 +131,9 @@ class SQLiteGroups:
                 (group, assignor),
             )
             db.execute("UPDATE group_state SET assignor = ? WHERE grp = ?", (assignor, group))
-            return self._sync(db, group, member, now, assign)
+            return rebalance(SQLiteRebalancing(db, group), member, now)
 
-    def group_heartbeat(self, group: str, member: str, now: int, assign: Assign) -> GroupSync:
+    def group_heartbeat(self, group: str, member: str, now: int, rebalance: Rebalance) -> GroupSync:
         with self._write() as db:
             cur = db.execute(
                 "UPDATE group_members SET heartbeat = ? WHERE grp = ? AND member = ?", (now, group, member)
@@ -65,10 +142,10 @@ class SQLiteGroups:
                 raise StaleGeneration(
                     f"member {member!r} is no longer in group {group!r} (its session expired or it left); rejoin"
                 )
-            return self._sync(db, group, member, now, assign)
+            return rebalance(SQLiteRebalancing(db, group), member, now)
 
     def group_release(
-        self, group: str, member: str, partitions: list[tuple[str, int]], now: int, assign: Assign
+        self, group: str, member: str, partitions: list[tuple[str, int]], now: int, rebalance: Rebalance
     ) -> GroupSync:
         with self._write() as db:
             for topic, partition in partitions:
@@ -77,90 +154,15 @@ class SQLiteGroups:
                     "AND owner = ?",
                     (group, topic, partition, member),
                 )
-            return self._sync(db, group, member, now, assign)
+            return rebalance(SQLiteRebalancing(db, group), member, now)
 
-    def group_leave(self, group: str, member: str, now: int, assign: Assign) -> None:
+    def group_leave(self, group: str, member: str, now: int, rebalance: Rebalance) -> None:
         with self._write() as db:
             db.execute("DELETE FROM group_members WHERE grp = ? AND member = ?", (group, member))
             db.execute(
                 "UPDATE group_assignment SET owner = NULL WHERE grp = ? AND owner = ?", (group, member)
             )
-            self._sync(db, group, None, now, assign)
-
-    def _sync(
-        self, db: sqlite3.Connection, group: str, member: str | None, now: int, assign: Assign
-    ) -> GroupSync:
-        members: dict[str, list[str]] = {}
-        for name, topics, session_ms, heartbeat in db.execute(
-            "SELECT member, topics, session_ms, heartbeat FROM group_members WHERE grp = ?", (group,)
-        ):
-            if heartbeat + session_ms < now and name != member:
-                db.execute("DELETE FROM group_members WHERE grp = ? AND member = ?", (group, name))
-                db.execute(
-                    "UPDATE group_assignment SET owner = NULL WHERE grp = ? AND owner = ?", (group, name)
-                )
-            else:
-                members[name] = json.loads(topics)
-        layout: dict[str, list[int]] = {}
-        for topic in sorted({t for ts in members.values() for t in ts}):
-            pids = [
-                r[0]
-                for r in db.execute(
-                    "SELECT p.id FROM partitions p JOIN topics t ON t.id = p.topic_id WHERE t.name = ? "
-                    "ORDER BY p.partition",
-                    (topic,),
-                )
-            ]
-            if pids:
-                layout[topic] = pids
-        generation, member_key, layout_key = db.execute(
-            "SELECT generation, members, layout FROM group_state WHERE grp = ?", (group,)
-        ).fetchone()
-        new_members = json.dumps(sorted(members.items()))
-        # By partition id: a topic deleted and made again with as many partitions is new.
-        new_layout = json.dumps(sorted((t, p) for t, p in layout.items()))
-        if new_members != member_key or new_layout != layout_key:
-            generation += 1
-            current = {
-                (t, p): owner
-                for t, p, owner in db.execute(
-                    "SELECT topic, partition, coalesce(owner, target) FROM group_assignment WHERE grp = ?",
-                    (group,),
-                )
-            }
-            targets = assign(members, {t: len(p) for t, p in layout.items()}, current)
-            keep = []
-            for topic, pids in layout.items():
-                for partition, pid in enumerate(pids):
-                    keep.append(pid)
-                    db.execute(
-                        "INSERT INTO group_assignment(grp, pid, topic, partition, owner, target) "
-                        "VALUES (?, ?, ?, ?, NULL, ?) ON CONFLICT(grp, pid) DO UPDATE SET target = excluded.target",
-                        (group, pid, topic, partition, targets.get((topic, partition))),
-                    )
-            marks = ",".join("?" * len(keep))
-            db.execute(f"DELETE FROM group_assignment WHERE grp = ? AND pid NOT IN ({marks})", (group, *keep))
-            db.execute(
-                "UPDATE group_state SET generation = ?, members = ?, layout = ? WHERE grp = ?",
-                (generation, new_members, new_layout, group),
-            )
-        # A partition changes hands only once nobody holds it.
-        db.execute(
-            "UPDATE group_assignment SET owner = target, owner_gen = ? "
-            "WHERE grp = ? AND owner IS NULL AND target IS NOT NULL",
-            (generation, group),
-        )
-        owned, revoke = [], []
-        if member is not None:
-            for topic, partition, target in db.execute(
-                "SELECT topic, partition, target FROM group_assignment WHERE grp = ? AND owner = ? "
-                "ORDER BY topic, partition",
-                (group, member),
-            ):
-                owned.append((topic, partition))
-                if target != member:
-                    revoke.append((topic, partition))
-        return GroupSync(generation, owned, revoke)
+            rebalance(SQLiteRebalancing(db, group), None, now)
 
     def group_commit(
         self, group: str, member: str, generation: int, topic: str, partition: int, offset: int
