@@ -13,8 +13,9 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import LeaseLost, UnknownTopic
-from .base import AppendBatch, Leased, QueueStats
+from ...errors import LeaseLost, UnknownTopic
+from ..base import AppendBatch, Leased, QueueStats
+from .base import SQLiteBase
 
 OFFSET_BITS = 40
 OFFSET_SPAN = 1 << OFFSET_BITS
@@ -43,18 +44,8 @@ RETURNING offset
 """
 
 
-class SQLiteQueues:
+class SQLiteQueues(SQLiteBase):
     """Mixed into SQLiteStore; uses its connections, lock and pid cache."""
-
-    _pid: Callable[..., int]
-    _pids: dict[str, tuple[int, tuple[int, ...]]]
-    _write: Any
-    _read: Any
-    _append_in: Any
-
-    def _all_pids(self, topic: str) -> tuple[int, tuple[int, ...]]:
-        self._pid(topic, 0, refresh=True)
-        return self._pids[topic]
 
     def queue_open(
         self, group: str, topic: str, config: dict[str, Any], start: str, now: int

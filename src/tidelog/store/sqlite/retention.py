@@ -11,20 +11,13 @@ import json
 import sqlite3
 from typing import Any
 
-from ..errors import OffsetOutOfRange, UnknownTopic
-
-OFFSET_BITS = 40
-OFFSET_SPAN = 1 << OFFSET_BITS
+from ...errors import OffsetOutOfRange, UnknownTopic
+from .base import OFFSET_BITS, OFFSET_SPAN, SQLiteBase
 
 
-class SQLiteRetention:
+class SQLiteRetention(SQLiteBase):
     """Mixed into SQLiteStore; uses its connections, lock and pid cache."""
 
-    _write: Any
-    _read: Any
-    _pid: Any
-    _lock: Any
-    _db: sqlite3.Connection
     memory: bool
 
     def set_topic_config(self, name: str, config: dict[str, Any]) -> None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any
 
-from ..errors import NotAssigned, StaleGeneration
-from .base import GroupMember, GroupSync, Rebalance
+from ...errors import NotAssigned, StaleGeneration
+from ..base import GroupMember, GroupSync, Rebalance
+from .base import SQLiteBase
 
 
 class SQLiteRebalancing:
@@ -98,12 +98,8 @@ class SQLiteRebalancing:
         ).fetchall()
 
 
-class SQLiteGroups:
+class SQLiteGroups(SQLiteBase):
     """Mixed into SQLiteStore; uses its connections and lock."""
-
-    _write: Any
-    _read: Any
-    _pid: Any
 
     def group_join(
         self,

@@ -13,24 +13,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from ..errors import UnknownGroup
-from .base import ConsumerInfo, Pending, PendingSummary
-
-OFFSET_BITS = 40
-OFFSET_SPAN = 1 << OFFSET_BITS
+from ...errors import UnknownGroup
+from ..base import ConsumerInfo, Pending, PendingSummary
+from .base import OFFSET_BITS, OFFSET_SPAN, SQLiteBase
 
 
-class SQLiteConsumers:
+class SQLiteConsumers(SQLiteBase):
     """Mixed into SQLiteStore; uses its connections, lock and pid cache."""
-
-    _pid: Callable[..., int]
-    _pids: dict[str, tuple[int, tuple[int, ...]]]
-    _write: Any
-    _read: Any
-    _all_pids: Callable[[str], tuple[int, tuple[int, ...]]]
 
     # groups ------------------------------------------------------------------
 

@@ -1,0 +1,24 @@
+"""The SQLite store: the embedded default, standard library only.
+
+WAL with a busy timeout, `BEGIN IMMEDIATE` for every multi-statement write, so
+several processes can share one file and no "database is locked" reaches a
+user. One module a role, each a subclass of `SQLiteBase` (connections,
+transactions, the partition-id cache); `SQLiteStore` composes them.
+"""
+
+from __future__ import annotations
+
+from ..base import Store
+from .base import SQLiteBase, path_from_url
+from .consumers import SQLiteConsumers
+from .groups import SQLiteGroups
+from .log import SQLiteLog
+from .queues import SQLiteQueues
+from .retention import SQLiteRetention
+
+
+class SQLiteStore(SQLiteLog, SQLiteQueues, SQLiteConsumers, SQLiteGroups, SQLiteRetention, Store):
+    """The Store protocol on one SQLite file (or :memory:)."""
+
+
+__all__ = ["SQLiteBase", "SQLiteStore", "path_from_url"]

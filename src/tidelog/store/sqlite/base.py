@@ -1,0 +1,289 @@
+"""The SQLite store: the embedded default, standard library only.
+
+WAL with a busy timeout, `BEGIN IMMEDIATE` for every multi-statement write, so
+several processes can share one file and no "database is locked" reaches a
+user. Within a process one writer connection (behind a lock) does the writes
+and each thread reads through its own connection, which WAL lets run beside
+the writer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from itertools import repeat
+from typing import Any
+
+from ...errors import (
+    ConfigurationError,
+    OffsetOutOfRange,
+    StoreError,
+    UnknownPartition,
+    UnknownTopic,
+)
+from .. import schema
+from ..base import AppendBatch, TopicInfo
+
+OFFSET_BITS = 40
+OFFSET_SPAN = 1 << OFFSET_BITS
+BUSY_TIMEOUT_S = 60.0
+MMAP_BYTES = 1 << 30
+WATCH_TICK_S = 0.02  # how often appends by other processes are looked for
+
+# The last offset of a partition, computed in SQL from the row-id range and
+# the partition's base offset (what retention removed). ?1 = pid << 40.
+_LAST_ID = "max(coalesce((SELECT max(id) FROM records WHERE id BETWEEN ?1 AND ?1 + 1099511627775), ?1), ?1 + p.base_offset)"
+
+
+# One statement in autocommit: SQLite takes the write lock before it reads
+# the last offset, so concurrent appenders never collide. No row is inserted
+# when the partition is gone (its topic was deleted).
+_APPEND_ONE = f"INSERT INTO records(id, ts, value, meta) SELECT {_LAST_ID} + 1, ?3, ?4, ?5 FROM partitions p WHERE p.id = ?2"
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a schema file into statements (comments may hold semicolons)."""
+    buf = ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            yield buf
+            buf = ""
+    if buf.strip() and not all(ln.strip().startswith("--") or not ln.strip() for ln in buf.splitlines()):
+        raise ConfigurationError(f"schema file ends in an incomplete statement: {buf[:80]!r}")
+
+
+def path_from_url(url: str) -> str:
+    """`sqlite:///rel.db`, `sqlite:////abs.db`, `:memory:` or a plain path."""
+    if url.startswith("sqlite://"):
+        rest = url[len("sqlite://") :]
+        if not rest.startswith("/"):
+            raise ConfigurationError(f"bad SQLite URL {url!r}: use sqlite:///path/to/file.db")
+        return rest[1:] or ":memory:"
+    return url
+
+
+_COMMIT = (
+    "INSERT INTO offsets(grp, pid, committed) SELECT ?3, ?2, ?4 FROM partitions p "
+    f"WHERE p.id = ?2 AND ?4 <= {_LAST_ID} - ?1 "
+    "ON CONFLICT(grp, pid) DO UPDATE SET committed = max(committed, excluded.committed)"
+)
+
+
+class _PartitionGone(Exception):
+    """A cached partition id no longer exists (its topic was deleted)."""
+
+
+class SQLiteBase:
+    """Connections, transactions and the partition-id cache every role module builds on.
+
+    One writer connection behind a lock does the writes (`_write`: one
+    IMMEDIATE transaction); each thread reads through its own connection
+    (`_read`), which WAL lets run beside the writer.
+    """
+
+    dialect = "sqlite"
+
+    def __init__(self, path: str, durability: str = "normal"):
+        self.path = path
+        self.memory = path == ":memory:" or path == ""
+        self._synchronous = "FULL" if durability == "full" else "NORMAL"
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._closed = False
+        # topic name -> (topic_id, tuple of pids); partitions never shrink, so
+        # a cached pid stays valid until the topic is deleted.
+        self._pids: dict[str, tuple[int, tuple[int, ...]]] = {}
+        if not self.memory:
+            parent = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(parent):
+                raise ConfigurationError(f"directory {parent!r} for the database does not exist")
+        self._db = self._connect()
+        self._migrate()
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path or ":memory:",
+                timeout=BUSY_TIMEOUT_S,
+                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+                check_same_thread=False,
+                cached_statements=256,
+            )
+            if not self.memory:
+                if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
+                    # A new file: only now, before WAL and the first table,
+                    # can it be told to give freed pages back to the file system.
+                    conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
+                self._retry_busy(lambda: conn.execute("PRAGMA journal_mode=WAL"))
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute("PRAGMA foreign_keys=OFF")
+            if not self.memory:
+                # Reads go through a memory map instead of read() calls and a
+                # copy into each connection's page cache.
+                conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open SQLite database {self.path!r}: {e}") from None
+        return conn
+
+    @staticmethod
+    def _retry_busy(fn: Any) -> Any:
+        # Switching to WAL needs a moment of exclusive access; when several
+        # processes open a new file at once one of them may find it busy.
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
+    def _reader(self) -> sqlite3.Connection:
+        if self.memory:
+            return self._db
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+            with self._lock:
+                self._readers.append(conn)
+        return conn
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        if self.memory:
+            with self._lock:
+                yield self._db
+        else:
+            yield self._reader()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction on the writer connection."""
+        with self._lock:
+            if self._closed:
+                raise StoreError("the store is closed")
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self._write() as db:
+            current = db.execute("PRAGMA user_version").fetchone()[0]
+            latest = schema.latest(self.dialect)
+            if current > latest:
+                raise ConfigurationError(
+                    f"database {self.path!r} has schema version {current}, newer than this "
+                    f"tidelog understands ({latest}); upgrade tidelog"
+                )
+            for version, sql in schema.migrations(self.dialect):
+                if version > current:
+                    for statement in _statements(sql):
+                        db.execute(statement)
+                    db.execute(f"PRAGMA user_version={int(version)}")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for conn in self._readers:
+                conn.close()
+            self._db.close()
+
+    @staticmethod
+    def _topic_info(row: tuple) -> TopicInfo:
+        return TopicInfo(name=row[0], partitions=row[1], config=json.loads(row[2]), created=row[3])
+
+    def _load_pids(self, conn: sqlite3.Connection, name: str) -> tuple[int, tuple[int, ...]] | None:
+        row = conn.execute("SELECT id FROM topics WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            self._pids.pop(name, None)
+            return None
+        pids = tuple(
+            r[0]
+            for r in conn.execute(
+                "SELECT id FROM partitions WHERE topic_id = ? ORDER BY partition", (row[0],)
+            )
+        )
+        entry = (row[0], pids)
+        self._pids[name] = entry
+        return entry
+
+    def _pid(self, topic: str, partition: int, refresh: bool = False) -> int:
+        entry = None if refresh else self._pids.get(topic)
+        if entry is None or partition >= len(entry[1]):
+            with self._read() as conn:
+                entry = self._load_pids(conn, topic)
+            if entry is None:
+                raise UnknownTopic(f"topic {topic!r} does not exist")
+        pids = entry[1]
+        if partition < 0 or partition >= len(pids):
+            raise UnknownPartition(
+                f"topic {topic!r} has partitions 0..{len(pids) - 1}; partition {partition} does not exist"
+            )
+        return pids[partition]
+
+    @staticmethod
+    def _append_in(db: sqlite3.Connection, pid: int, batch: AppendBatch) -> int | None:
+        lo = pid << OFFSET_BITS
+        row = db.execute(f"SELECT {_LAST_ID} FROM partitions p WHERE p.id = ?2", (lo, pid)).fetchone()
+        if row is None:
+            return None
+        first = row[0] + 1
+        n = len(batch.values)
+        ids = range(first, first + n)
+        if batch.metas is None:
+            db.executemany(
+                "INSERT INTO records(id, ts, value) VALUES (?, ?, ?)",
+                zip(ids, repeat(batch.timestamp, n), batch.values),
+            )
+        else:
+            db.executemany(
+                "INSERT INTO records(id, ts, value, meta) VALUES (?, ?, ?, ?)",
+                zip(ids, repeat(batch.timestamp, n), batch.values, batch.metas),
+            )
+        return first - lo
+
+    def _bounds_check(
+        self, conn: sqlite3.Connection, topic: str, partition: int, pid: int, offset: int
+    ) -> None:
+        lo = pid << OFFSET_BITS
+        row = conn.execute(f"SELECT {_LAST_ID} FROM partitions p WHERE p.id = ?2", (lo, pid)).fetchone()
+        last = (row[0] - lo) if row else 0
+        if offset > last:
+            raise OffsetOutOfRange(
+                f"offset {offset} is past the end of {topic!r}/{partition} (last offset {last})",
+                last=last,
+            )
+
+    def _commit_in(
+        self, db: sqlite3.Connection, group: str, topic: str, partition: int, pid: int, offset: int
+    ) -> None:
+        lo = pid << OFFSET_BITS
+        # Bounds check and monotonic upsert in one statement.
+        cur = db.execute(_COMMIT, (lo, pid, group, offset))
+        if cur.rowcount == 1:
+            return
+        self._bounds_check(db, topic, partition, pid, offset)
+        raise UnknownTopic(f"topic {topic!r} does not exist")
+
+    def _all_pids(self, topic: str) -> tuple[int, tuple[int, ...]]:
+        self._pid(topic, 0, refresh=True)
+        return self._pids[topic]
