@@ -45,7 +45,10 @@ def raw(url: str):
 def test_missing_driver_names_the_extra(monkeypatch):
     # None in sys.modules makes `import psycopg` fail as if it were not installed.
     monkeypatch.setitem(sys.modules, "psycopg", None)
-    monkeypatch.delitem(sys.modules, "tidelog.store.postgres", raising=False)
+    for name in [
+        m for m in sys.modules if m == "tidelog.store.postgres" or m.startswith("tidelog.store.postgres.")
+    ]:
+        monkeypatch.delitem(sys.modules, name)
     with pytest.raises(tidelog.ConfigurationError, match=r"pip install 'tidelog\[postgres\]'"):
         tidelog.open("postgresql://nobody@127.0.0.1:1/none")
 
@@ -398,7 +401,7 @@ def plan_rows(plan: dict) -> list[int]:
 
 
 def test_reads_touch_at_most_limit_rows_without_statistics(pg_url):
-    from tidelog.store.postgres import _READ_BYTES
+    from tidelog.store.postgres.base import _READ_BYTES
 
     with tidelog.open(pg_url) as log:
         producer = log.producer()

@@ -14,15 +14,13 @@ only streams need.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from ..errors import UnknownGroup
-from .base import ConsumerInfo, Pending, PendingSummary
-from .postgres_queues import LOCK_GROUP, stored
-from .postgres_retention import _SIZE
-
-MAX_OFFSET = (1 << 63) - 1
+from ...errors import UnknownGroup
+from ..base import ConsumerInfo, Pending, PendingSummary
+from .base import MAX_OFFSET, PostgresBase, stored
+from .queues import LOCK_GROUP
 
 _NEED_GROUP = "SELECT 1 FROM tidelog_queue_groups WHERE grp = %s AND topic_id = %s"
 
@@ -54,19 +52,6 @@ ORDER BY "offset"
 # The newest records below `before`: the last one held (one index probe),
 # then a range of `limit` offsets down from it; `low` is the oldest record
 # held, to tell a gap left by compaction from the start of the partition.
-_BEFORE = """
-WITH last AS (
-    SELECT max("offset") AS top, (SELECT min("offset") FROM tidelog_records WHERE pid = %(pid)s) AS low
-    FROM tidelog_records WHERE pid = %(pid)s AND "offset" < %(before)s
-)
-SELECT last.top, last.low, r."offset", r.ts, r.value, r.text, r.meta
-FROM last LEFT JOIN tidelog_records r
-  ON r.pid = %(pid)s AND r."offset" <= last.top AND r."offset" > last.top - %(limit)s
-ORDER BY r."offset" DESC
-"""
-
-# A record taken again after the cursor moved back is handed to this
-# consumer afresh, as Redis does.
 _TAKE_LEASES = """
 INSERT INTO tidelog_queue_state (grp, pid, "offset", due, deliveries, receipt, consumer, delivered)
 SELECT %(grp)s, %(pid)s, o, %(deadline)s, 1, %(consumer)s, %(consumer)s, %(now)s
@@ -102,22 +87,8 @@ SELECT "offset" FROM moved UNION ALL SELECT "offset" FROM forced
 """
 
 
-_TRIM = f"""
-WITH d AS (
-    DELETE FROM tidelog_records WHERE pid = %(pid)s AND "offset" < %(before)s RETURNING {_SIZE} AS size
-), s AS (SELECT count(*) AS n, coalesce(sum(size), 0) AS b FROM d)
-UPDATE tidelog_partitions p SET records = p.records - s.n, bytes = p.bytes - s.b
-FROM s WHERE p.id = %(pid)s
-RETURNING s.n
-"""
-
-
-class PostgresConsumers:
+class PostgresConsumers(PostgresBase):
     """Mixed into PostgresStore with PostgresQueues; uses its pool and pid cache."""
-
-    _conn: Any
-    _pid: Callable[..., int]
-    _topic_pids: Callable[..., tuple[int, tuple[int, ...]]]
 
     # groups ------------------------------------------------------------------
 
@@ -420,40 +391,3 @@ class PostgresConsumers:
             return dropped.rowcount
 
     # records (streams) ---------------------------------------------------------
-
-    def read_before(self, topic: str, partition: int, before: int, limit: int) -> list[tuple]:
-        """Records with offset < before, newest first, at most `limit`."""
-        pid = self._pid(topic, partition)
-        out: list[tuple] = []
-        before = min(before, MAX_OFFSET)
-        with self._conn() as conn:
-            while len(out) < limit:
-                want = limit - len(out)
-                rows = conn.execute(
-                    _BEFORE, {"pid": pid, "before": before, "limit": want}, binary=True
-                ).fetchall()
-                top, low = rows[0][0], rows[0][1]
-                if top is None:
-                    break  # nothing below `before`
-                out += [(o, ts, stored(v, t), m) for _, _, o, ts, v, t, m in rows if o is not None]
-                before = top - want + 1  # the window's low end: older records lie below it
-                if before <= low:
-                    break
-        return out
-
-    def trim(self, topic: str, partition: int, before: int) -> int:
-        """Remove the records with offset < before, and queue-group state on
-        them. The partition's offset counter stays, so offsets never repeat."""
-        pid = self._pid(topic, partition)
-        params = {"pid": pid, "before": min(before, MAX_OFFSET)}
-        with self._conn() as conn, conn.transaction(), conn.pipeline() as pipeline:
-            # The partition's record and byte counters move in the same statement.
-            removed = conn.execute(_TRIM, params)
-            # Every state row has its group's cursor row on the partition.
-            conn.execute(
-                "DELETE FROM tidelog_queue_state s USING tidelog_queue_cursors c "
-                'WHERE c.pid = %(pid)s AND s.grp = c.grp AND s.pid = %(pid)s AND s."offset" < %(before)s',
-                params,
-            )
-            pipeline.sync()
-            return removed.fetchone()[0]

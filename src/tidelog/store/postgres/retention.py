@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..errors import OffsetOutOfRange, StoreError, UnknownTopic
+from ...errors import OffsetOutOfRange, UnknownTopic
+from .base import _SIZE, PostgresBase
 
 if TYPE_CHECKING:
     import psycopg
 
 # What a record counts as in a partition's bytes (as postgres._size does for appends).
-_SIZE = "coalesce(octet_length(value), 0) + coalesce(octet_length(text), 0) + coalesce(octet_length(meta), 0)"
 
 # Hold the partition against a topic delete (which locks it FOR UPDATE) but
 # not against appenders (FOR NO KEY UPDATE): a delete then waits for a
@@ -60,11 +60,8 @@ RETURNING s.b
 """
 
 
-class PostgresRetention:
+class PostgresRetention(PostgresBase):
     """Mixed into PostgresStore; uses its pooled connections and pid cache."""
-
-    _conn: Any
-    _pid: Any
 
     def set_topic_config(self, name: str, config: dict[str, Any]) -> None:
         with self._conn() as conn:
@@ -131,21 +128,18 @@ class PostgresRetention:
             queues, in_flight = self._queue_progress(conn, pid)
         return {"stream": stream, "queues": queues, "in_flight": in_flight}
 
-    def _queue_progress(self, conn: psycopg.Connection, pid: int) -> tuple[list[int], int | None]:
-        """Queue groups on a partition: each one's finished prefix (the offset
-        before its lowest unfinished record), and the lowest offset any of
-        them holds in progress (None when none).
-
-        The queue-group mixin overrides this with its own tables. A store
-        with queue groups but without the override would let retention remove
-        records a queue group has not finished, so it refuses instead.
-        """
-        if hasattr(self, "queue_receive"):
-            raise StoreError(
-                "this PostgreSQL store has queue groups but does not report their progress to retention "
-                "(_queue_progress); refusing to clean"
-            )
-        return [], None
+    def _queue_progress(self, conn: Any, pid: int) -> tuple[list[int], int | None]:
+        """For retention: each queue group's finished prefix on a partition
+        (the offset before its lowest unfinished record, else its cursor) and
+        the lowest offset any group still has in progress."""
+        rows = conn.execute(
+            'SELECT c.scanned, (SELECT min(s."offset") FROM tidelog_queue_state s '
+            "WHERE s.grp = c.grp AND s.pid = c.pid) FROM tidelog_queue_cursors c WHERE c.pid = %s",
+            (pid,),
+        ).fetchall()
+        finished = [scanned if low is None else low - 1 for scanned, low in rows]
+        lows = [low for _, low in rows if low is not None]
+        return finished, (min(lows) if lows else None)
 
     def delete_prefix(self, topic: str, partition: int, through: int, limit: int) -> tuple[int, int]:
         """Remove up to `limit` of the oldest records with offset <= through.

@@ -25,8 +25,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import LeaseLost, UnknownGroup, UnknownTopic
-from .base import AppendBatch, Leased, QueueStats
+from ...errors import LeaseLost, UnknownGroup, UnknownTopic
+from ..base import AppendBatch, Leased, QueueStats
+from .base import _APPEND, PostgresBase, _append_params, _PartitionGone, stored
 
 # Serialises the calls that take new records or move a cursor, per group and topic.
 LOCK_GROUP = "SELECT 1 FROM tidelog_queue_groups WHERE grp = %s AND topic_id = %s FOR UPDATE"
@@ -163,14 +164,6 @@ def _append_row(columns: tuple[list, ...], *row: Any) -> None:
         column.append(value)
 
 
-def stored(blob: bytes | None, text: str | None) -> bytes | str:
-    """A record's value from its two columns (see postgres.py: a str holding
-    NUL is kept as UTF-8 in `value` with `text` = '')."""
-    if text is None:
-        return blob  # type: ignore[return-value]
-    return text if blob is None else blob.decode()
-
-
 class _LeaseGone(Exception):
     """Inside a transaction: the receipt holds no lease; roll back, then say why."""
 
@@ -179,39 +172,8 @@ class _NoGroup(Exception):
     """Inside a transaction: the group's row is missing; roll back, then say why."""
 
 
-class _PartitionGone(Exception):
-    """Inside a transaction: a cached partition id no longer exists; roll back, look again."""
-
-
-class PostgresQueues:
+class PostgresQueues(PostgresBase):
     """Mixed into PostgresStore; uses its pool and pid cache."""
-
-    def _queue_progress(self, conn: Any, pid: int) -> tuple[list[int], int | None]:
-        """For retention: each queue group's finished prefix on a partition
-        (the offset before its lowest unfinished record, else its cursor) and
-        the lowest offset any group still has in progress."""
-        rows = conn.execute(
-            'SELECT c.scanned, (SELECT min(s."offset") FROM tidelog_queue_state s '
-            "WHERE s.grp = c.grp AND s.pid = c.pid) FROM tidelog_queue_cursors c WHERE c.pid = %s",
-            (pid,),
-        ).fetchall()
-        finished = [scanned if low is None else low - 1 for scanned, low in rows]
-        lows = [low for _, low in rows if low is not None]
-        return finished, (min(lows) if lows else None)
-
-    _conn: Any
-    _pid: Callable[..., int]
-    _pids: dict[str, tuple[int, tuple[int, ...]]]
-    _load_pids: Callable[[str], tuple[int, tuple[int, ...]] | None]
-
-    def _topic_pids(self, topic: str, refresh: bool = False) -> tuple[int, tuple[int, ...]]:
-        """(topic_id, pids in partition order); UnknownTopic when it does not exist."""
-        entry = None if refresh else self._pids.get(topic)
-        if entry is None:
-            entry = self._load_pids(topic)
-            if entry is None:
-                raise UnknownTopic(f"topic {topic!r} does not exist")
-        return entry
 
     def _no_group(self, group: str, topic: str) -> Exception:
         self._topic_pids(topic, refresh=True)  # UnknownTopic when the topic went with it
@@ -442,8 +404,6 @@ class PostgresQueues:
     ) -> int:
         # The store's own append statement, so the dead-letter topic's offsets
         # stay dense and its listeners are notified on commit.
-        from .postgres import _APPEND, _append_params
-
         pid = self._pid(topic, partition)
         topic_id = self._topic_pids(topic)[0]
         append = _append_params(dead_letter)

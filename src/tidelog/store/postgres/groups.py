@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..errors import NotAssigned, StaleGeneration
-from .base import GroupMember, GroupSync, Rebalance
+from ...errors import NotAssigned, StaleGeneration
+from ..base import GroupMember, GroupSync, Rebalance
+from .base import PostgresBase
 
 if TYPE_CHECKING:
     import psycopg
@@ -125,12 +126,8 @@ class PostgresRebalancing:
         ).fetchall()
 
 
-class PostgresGroups:
+class PostgresGroups(PostgresBase):
     """Mixed into PostgresStore; uses its pooled connections and pid cache."""
-
-    _conn: Any
-    _pid: Any
-    _commit_in: Any
 
     def group_join(
         self,

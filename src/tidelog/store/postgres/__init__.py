@@ -1,0 +1,23 @@
+"""The PostgreSQL store: many processes and machines share one log.
+
+psycopg 3 with its connection pool. One module a role, each a subclass of
+`PostgresBase` (the pool, transactions, the partition-id cache);
+`PostgresStore` composes them. Needs the `postgres` extra.
+"""
+
+from __future__ import annotations
+
+from ..base import Store
+from .base import PostgresBase
+from .consumers import PostgresConsumers
+from .groups import PostgresGroups
+from .log import PostgresLog
+from .queues import PostgresQueues
+from .retention import PostgresRetention
+
+
+class PostgresStore(PostgresLog, PostgresQueues, PostgresConsumers, PostgresGroups, PostgresRetention, Store):
+    """The Store protocol on a PostgreSQL database (or a schema in one)."""
+
+
+__all__ = ["PostgresBase", "PostgresStore"]
