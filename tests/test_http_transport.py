@@ -54,7 +54,7 @@ def test_tls_with_http2_and_http1(serve, tls_files, monkeypatch):
     with httpx.Client(base_url=server.url) as untrusting, pytest.raises(httpx.ConnectError):
         untrusting.get("/healthz")  # a self-signed chain the client does not trust
     # The https:// store trusts what SSL_CERT_FILE names.
-    from tidelog import client
+    from tidelog.store import http as client
 
     monkeypatch.setenv("SSL_CERT_FILE", ca)
     client._tls_context.cache_clear()

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from .config import MAX_PARTITIONS, TopicConfig, check_int, check_name, check_txn
 from .errors import (
+    ConfigurationError,
     InvalidRequest,
     MessageTooLarge,
     OffsetOutOfRange,
@@ -40,7 +41,7 @@ from .records import (
     make_messages,
 )
 from .retention import CleanReport, clean
-from .store.base import AppendBatch, GroupOffset, Replayed, Store, TopicInfo
+from .store.base import AppendBatch, Cleanable, CleansRemotely, GroupOffset, Replayed, Store, TopicInfo
 from .topics import TopicCatalog, TopicDescription, check_topic_name
 
 DEFAULT_BATCH = 100
@@ -152,9 +153,10 @@ class Log:
         if topic is not None:
             check_name("topic", topic)
         check_int("chunk", chunk, 1)
-        remote = getattr(self.store, "clean", None)
-        if remote is not None:  # a server's store (http://): its own core cleans there
-            return remote(topic, chunk)
+        if isinstance(self.store, CleansRemotely):  # a server's store (http://): its own core cleans there
+            return [CleanReport(**report) for report in self.store.clean(topic, chunk)]
+        if not isinstance(self.store, Cleanable):
+            raise ConfigurationError(f"the {type(self.store).__name__} store cannot clean")
         return clean(self, topic, chunk=chunk)
 
     def last_clean(self, topic: str) -> dict[str, Any] | None:

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .store.base import Watchable
+
 # (topic, partition, last offset) of an append; all None when unknown.
 Listener = Callable[[str | None, int | None, int | None], None]
 
@@ -77,6 +79,5 @@ class AppendNotifier:
             if self._watch_started:
                 return
             self._watch_started = True
-            watch = getattr(self._store, "watch", None)
-            if watch is not None:
-                watch(self.notify)
+            if isinstance(self._store, Watchable):
+                self._store.watch(self.notify)

@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .config import TopicConfig
-from .errors import TidelogError, UnknownTopic
+from .errors import ConfigurationError, TidelogError, UnknownTopic
 from .records import decode_meta
+from .store.base import Cleanable, Reclaimable
 
 if TYPE_CHECKING:
     from .log import Log
@@ -70,19 +71,21 @@ def clean_topic(log: Log, name: str, *, chunk: int = DEFAULT_CHUNK) -> CleanRepo
     now = log.clock()
     report = CleanReport(name, now)
     store = log.store
+    if not isinstance(store, Cleanable):
+        raise ConfigurationError(f"the {type(store).__name__} store cannot clean")
     keyed = 0
     for p in store.partitions(name):
         if p.records == 0:
             continue
         usage = store.consumption(name, p.partition)
-        in_flight = usage["in_flight"]
+        in_flight = usage.in_flight
         # ---- delete: a prefix ------------------------------------------------
         through = 0
         if "delete" in cfg.cleanup_policy.split(","):
             through = max(through, _time_prefix(store, name, p, cfg, now, chunk))
             through = max(through, _size_prefix(store, name, p, cfg, chunk))
         if cfg.retention == "consumed":
-            finished = usage["stream"] + usage["queues"]
+            finished = usage.stream + usage.queues
             if finished:
                 through = max(through, min(finished))
         through = min(through, p.last_offset)
@@ -104,9 +107,8 @@ def clean_topic(log: Log, name: str, *, chunk: int = DEFAULT_CHUNK) -> CleanRepo
             keyed += seen_keys
     if "compact" in cfg.cleanup_policy and keyed == 0:
         report.notes.append("no record has a key: compaction keeps everything")
-    reclaim = getattr(store, "reclaim", None)
-    if reclaim is not None and report.removed:
-        while reclaim(RECLAIM_PAGES) > RECLAIM_PAGES:
+    if isinstance(store, Reclaimable) and report.removed:
+        while store.reclaim(RECLAIM_PAGES) > RECLAIM_PAGES:
             pass
     report.duration_ms = round((time.perf_counter() - started) * 1000, 3)
     store.record_clean(name, report.to_dict())

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .config import check_name
 from .errors import (
+    ConfigurationError,
     GroupExists,
     InvalidRequest,
     InvalidStreamId,
@@ -47,6 +48,7 @@ from .errors import (
 )
 from .queues import DEFAULT_MAX_DELIVERIES
 from .records import F_HEADERS, NewRecord, Prepared, decode_headers, decode_meta
+from .store.base import NamedConsumers
 
 if TYPE_CHECKING:
     from .log import Log
@@ -188,8 +190,13 @@ class Streams:
     an event loop)."""
 
     def __init__(self, log: Log):
+        store = log.store
+        if not isinstance(store, NamedConsumers):
+            raise ConfigurationError(
+                f"the {type(store).__name__} store has no named consumers, which Redis streams need"
+            )
         self.log = log
-        self.store = log.store
+        self.store = store
         self._producer = log.producer()
 
     # streams ---------------------------------------------------------------

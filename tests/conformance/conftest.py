@@ -17,6 +17,7 @@ import pytest
 import tidelog
 from conftest import need_service  # tests/conftest.py (pytest puts tests/ on sys.path)
 from pgschema import postgres_schema
+from tidelog.store.base import Cleanable, CleansRemotely, GroupStore, NamedConsumers, QueueStore
 
 
 class FollowClock:
@@ -76,31 +77,33 @@ STORE_KINDS: dict[str, Callable[[Any], Iterator[str]]] = {
 }
 
 
-# A feature and the store method that carries it (or methods, "a|b"). A test marked
+# A feature and what carries it: a capability protocol of tidelog.store.base, or a
+# store method ("method:param" when a parameter carries it). A test marked
 # `store_feature(name)` is skipped, visibly, on a store that lacks it yet.
-FEATURES = {
-    "queues": "queue_receive",
-    "groups": "group_join",
-    "retention": "delete_prefix|clean",  # clean: a remote store whose server cleans
+FEATURES: dict[str, Any] = {
+    "queues": QueueStore,
+    "groups": GroupStore,
+    "retention": (Cleanable, CleansRemotely),  # CleansRemotely: a store whose server cleans
     "txn": "append_many:txn",
-    "streams": "queue_take",
+    "streams": NamedConsumers,
 }
 
 
 def store_has(store_class: type, feature: str) -> bool:
     import inspect
 
-    for choice in FEATURES[feature].split("|"):
-        method, _, param = choice.partition(":")
-        fn = getattr(store_class, method, None)
-        if fn is not None and (not param or param in inspect.signature(fn).parameters):
-            return True
-    return False
+    need = FEATURES[feature]
+    if isinstance(need, str):
+        method, _, param = need.partition(":")
+        return param in inspect.signature(getattr(store_class, method)).parameters
+    return any(
+        issubclass(store_class, protocol) for protocol in (need if isinstance(need, tuple) else (need,))
+    )
 
 
 def _store_class(kind: str) -> type:
     if kind == "http":
-        from tidelog.client import HTTPStore
+        from tidelog.store.http import HTTPStore
 
         return HTTPStore
     if kind == "postgres":

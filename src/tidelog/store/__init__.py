@@ -24,7 +24,7 @@ def open_store(url: str, durability: str = "normal") -> Store:
     if scheme in ("http", "https"):
         import os
 
-        from ..client import HTTPStore
+        from .http import HTTPStore
 
         # The server decides durability; the token may also be in the URL.
         return HTTPStore(url, token=os.environ.get("TIDELOG_TOKEN") or None)

@@ -3,19 +3,42 @@
 A store holds SQL and no policy. It names partitions by (topic, partition
 number), raises UnknownTopic / UnknownPartition from the error tree when
 they do not exist, and makes every write atomic: a call either happens whole
-or changes nothing. Rows it returns from `read` are in Message layout:
+or changes nothing. Rows it returns from `read` are `Row`s in Message layout:
 
-    (offset, timestamp, stored value, key, raw headers, producer, format)
+    (offset, timestamp, stored value, meta)
 
 where the stored value is bytes (sent as bytes) or str (text or JSON, told
-apart by the format marker), exactly as `tidelog.records` encodes them.
+apart by the meta blob's format marker), exactly as `tidelog.records`
+encodes them.
+
+The contract is split by role (`LogStore`, `GroupStore`, `QueueStore`,
+composed into `Store`); what only some stores offer is a runtime-checkable
+capability (`NamedConsumers`, `Cleanable`, `CleansRemotely`, `Watchable`,
+`Reclaimable`), tested with `isinstance`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+# A record as a store returns it: (offset, timestamp, stored value, meta).
+Row = tuple[int, int, bytes | str, bytes | None]
+# A record as a cleaner scans it: (offset, timestamp, bytes, meta or None, value is JSON null).
+ScanRow = tuple[int, int, int, bytes | None, bool]
+# When a new record becomes due for queue groups: due_of(timestamp, meta) -> ms.
+DueOf = Callable[[int, bytes | None], int]
+# A fresh lease receipt.
+NewReceipt = Callable[[], str]
+
+
+class Usage(NamedTuple):
+    """What a partition's groups finished, for retention "consumed"."""
+
+    stream: list[int]  # each stream group's committed offset
+    queues: list[int]  # each queue group's finished prefix (offset before its lowest unfinished)
+    in_flight: int | None  # the lowest offset any queue group holds in progress
 
 
 class AppendBatch(NamedTuple):
@@ -169,8 +192,9 @@ class GroupOffset:
     committed: int
 
 
-class Store(Protocol):
-    """What the core needs from a storage backend."""
+@runtime_checkable
+class LogStore(Protocol):
+    """Topics, records and stream groups' committed offsets."""
 
     # topics
     def create_topic(self, name: str, partitions: int, config: dict[str, Any]) -> tuple[TopicInfo, bool]:
@@ -218,10 +242,10 @@ class Store(Protocol):
         earlier result). Without one, no lookup is made.
         """
 
-    def read(self, topic: str, partition: int, after: int, limit: int) -> list[tuple]:
+    def read(self, topic: str, partition: int, after: int, limit: int) -> list[Row]:
         """Records with offset > after, oldest first, at most `limit`."""
 
-    def read_before(self, topic: str, partition: int, before: int, limit: int) -> list[tuple]:
+    def read_before(self, topic: str, partition: int, before: int, limit: int) -> list[Row]:
         """Records with offset < before, newest first, at most `limit`."""
 
     def trim(self, topic: str, partition: int, before: int) -> int:
@@ -248,7 +272,13 @@ class Store(Protocol):
 
     def groups(self) -> list[str]: ...
 
-    # stream group membership (mechanics only; assignors live in tidelog.assignors)
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class GroupStore(Protocol):
+    """Stream group membership: the mechanics; the rebalance is `tidelog.coordinator`."""
+
     def group_join(
         self,
         group: str,
@@ -281,7 +311,11 @@ class Store(Protocol):
 
     def group_members(self, group: str) -> list[GroupMember]: ...
 
-    # queue groups (mechanics only; the policy lives in tidelog.queues)
+
+@runtime_checkable
+class QueueStore(Protocol):
+    """Queue groups: leases and their settling; the policy lives in `tidelog.queues`."""
+
     def queue_open(
         self, group: str, topic: str, config: dict[str, Any], start: str, now: int
     ) -> dict[str, Any]:
@@ -296,8 +330,8 @@ class Store(Protocol):
         now: int,
         limit: int,
         lease_ms: int,
-        due_of: Any,
-        new_receipt: Any,
+        due_of: DueOf,
+        new_receipt: NewReceipt,
     ) -> tuple[list[Leased], int | None]:
         """Lease up to `limit` records whose due time has come, oldest due
         first (then offset): new records (due = `due_of(timestamp, meta)`),
@@ -323,12 +357,25 @@ class Store(Protocol):
         """Atomically finish a leased record and append `dead_letter` (one
         record) to its topic; returns the dead-letter offset."""
 
-    def queue_stats(self, group: str, topic: str, now: int, due_of: Any) -> QueueStats: ...
+    def queue_stats(self, group: str, topic: str, now: int, due_of: DueOf) -> QueueStats: ...
 
-    # named consumers on queue groups (the mechanics of Redis consumer
-    # groups; the policy lives in tidelog.streams). Every call but
-    # queue_create / queue_info / queue_list / queue_delete raises
-    # UnknownGroup when the group does not exist on the topic.
+
+@runtime_checkable
+class Store(LogStore, GroupStore, QueueStore, Protocol):
+    """What every store offers the core: the log, stream groups, queue groups.
+
+    What only some stores offer is a capability below, checked with
+    `isinstance(store, Capability)`.
+    """
+
+
+@runtime_checkable
+class NamedConsumers(Protocol):
+    """Named consumers on queue groups: the mechanics of Redis consumer groups
+    (the policy lives in `tidelog.streams`). Every call but queue_create /
+    queue_info / queue_list / queue_delete raises UnknownGroup when the group
+    does not exist on the topic."""
+
     def queue_create(
         self, group: str, topic: str, config: dict[str, Any], cursors: Sequence[int], now: int
     ) -> bool:
@@ -358,7 +405,7 @@ class Store(Protocol):
         limit: int,
         now: int,
         deadline: int | None,
-    ) -> list[tuple]:
+    ) -> list[Row]:
         """Take up to `limit` records past the cursor (rows as `read`) and
         move the cursor past them. With a `deadline` each becomes a lease of
         `consumer` (delivery count 1, delivered `now`); None takes them
@@ -411,4 +458,60 @@ class Store(Protocol):
     def queue_delete_consumer(self, group: str, topic: str, name: str) -> int:
         """Forget a consumer and drop its leases; returns how many it held."""
 
-    def close(self) -> None: ...
+
+@runtime_checkable
+class Cleanable(Protocol):
+    """What retention and compaction (`tidelog.retention`) need to clean here."""
+
+    def set_topic_config(self, name: str, config: dict[str, Any]) -> None: ...
+
+    def scan(
+        self, topic: str, partition: int, after: int, limit: int, with_meta: bool = False
+    ) -> list[ScanRow]:
+        """Rows after `after` for a cleaner, oldest first."""
+
+    def partition_bytes(self, topic: str, partition: int) -> int:
+        """Bytes the partition's records hold now."""
+
+    def consumption(self, topic: str, partition: int) -> Usage:
+        """What the partition's groups finished (for retention "consumed")."""
+
+    def delete_prefix(self, topic: str, partition: int, through: int, limit: int) -> tuple[int, int]:
+        """Remove up to `limit` of the oldest records with offset <= through;
+        (records removed, bytes removed). When nothing at or below `through`
+        remains, the partition's start moves past it."""
+
+    def delete_offsets(self, topic: str, partition: int, offsets: list[int]) -> int:
+        """Remove single records (compaction); returns bytes removed."""
+
+    def record_clean(self, topic: str, report: dict[str, Any]) -> None: ...
+
+    def last_clean(self, topic: str) -> dict[str, Any] | None: ...
+
+
+@runtime_checkable
+class CleansRemotely(Protocol):
+    """A store whose server cleans (http://): the core asks it instead."""
+
+    def set_topic_config(self, name: str, config: dict[str, Any]) -> None: ...
+
+    def clean(self, topic: str | None, chunk: int) -> list[dict[str, Any]]:
+        """Clean there; each topic's report as `CleanReport.to_dict()` gives it."""
+
+    def last_clean(self, topic: str) -> dict[str, Any] | None: ...
+
+
+@runtime_checkable
+class Watchable(Protocol):
+    """A store that can tell when another process appended."""
+
+    def watch(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` (from any thread) after appends by others."""
+
+
+@runtime_checkable
+class Reclaimable(Protocol):
+    """A store that gives the space of removed records back to the file system."""
+
+    def reclaim(self, pages: int = 2000) -> int:
+        """Give up to `pages` free pages back; returns how many were free."""

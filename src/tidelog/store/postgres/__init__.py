@@ -7,7 +7,7 @@ psycopg 3 with its connection pool. One module a role, each a subclass of
 
 from __future__ import annotations
 
-from ..base import Store
+from ..base import Cleanable, NamedConsumers, Reclaimable, Store, Watchable
 from .base import PostgresBase
 from .consumers import PostgresConsumers
 from .groups import PostgresGroups
@@ -16,7 +16,18 @@ from .queues import PostgresQueues
 from .retention import PostgresRetention
 
 
-class PostgresStore(PostgresLog, PostgresQueues, PostgresConsumers, PostgresGroups, PostgresRetention, Store):
+class PostgresStore(
+    PostgresLog,
+    PostgresQueues,
+    PostgresConsumers,
+    PostgresGroups,
+    PostgresRetention,
+    Store,
+    NamedConsumers,
+    Cleanable,
+    Watchable,
+    Reclaimable,
+):
     """The Store protocol on a PostgreSQL database (or a schema in one)."""
 
 

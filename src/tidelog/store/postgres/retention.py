@@ -16,6 +16,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ...errors import OffsetOutOfRange, UnknownTopic
+from ..base import Usage
 from .base import _SIZE, PostgresBase
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ class PostgresRetention(PostgresBase):
             raise UnknownTopic(f"topic {topic!r} does not exist")
         return row[0]
 
-    def consumption(self, topic: str, partition: int) -> dict[str, Any]:
+    def consumption(self, topic: str, partition: int) -> Usage:
         """What the groups of a partition finished, for retention="consumed":
         committed offsets of stream groups, done-prefixes of queue groups, and
         the lowest offset a queue group still has in progress."""
@@ -126,7 +127,7 @@ class PostgresRetention(PostgresBase):
                 r[0] for r in conn.execute("SELECT committed FROM tidelog_offsets WHERE pid = %s", (pid,))
             ]
             queues, in_flight = self._queue_progress(conn, pid)
-        return {"stream": stream, "queues": queues, "in_flight": in_flight}
+        return Usage(stream, queues, in_flight)
 
     def _queue_progress(self, conn: Any, pid: int) -> tuple[list[int], int | None]:
         """For retention: each queue group's finished prefix on a partition

@@ -8,7 +8,7 @@ transactions, the partition-id cache); `SQLiteStore` composes them.
 
 from __future__ import annotations
 
-from ..base import Store
+from ..base import Cleanable, NamedConsumers, Reclaimable, Store, Watchable
 from .base import SQLiteBase, path_from_url
 from .consumers import SQLiteConsumers
 from .groups import SQLiteGroups
@@ -17,7 +17,18 @@ from .queues import SQLiteQueues
 from .retention import SQLiteRetention
 
 
-class SQLiteStore(SQLiteLog, SQLiteQueues, SQLiteConsumers, SQLiteGroups, SQLiteRetention, Store):
+class SQLiteStore(
+    SQLiteLog,
+    SQLiteQueues,
+    SQLiteConsumers,
+    SQLiteGroups,
+    SQLiteRetention,
+    Store,
+    NamedConsumers,
+    Cleanable,
+    Watchable,
+    Reclaimable,
+):
     """The Store protocol on one SQLite file (or :memory:)."""
 
 

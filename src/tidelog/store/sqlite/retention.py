@@ -12,6 +12,7 @@ import sqlite3
 from typing import Any
 
 from ...errors import OffsetOutOfRange, UnknownTopic
+from ..base import Usage
 from .base import OFFSET_BITS, OFFSET_SPAN, SQLiteBase
 
 
@@ -71,7 +72,7 @@ class SQLiteRetention(SQLiteBase):
             ).fetchone()
         return row[0]
 
-    def consumption(self, topic: str, partition: int) -> dict[str, Any]:
+    def consumption(self, topic: str, partition: int) -> Usage:
         """What the groups of a partition finished, for retention="consumed":
         committed offsets of stream groups, done-prefixes of queue groups, and
         the lowest offset a queue group still has in progress."""
@@ -91,7 +92,7 @@ class SQLiteRetention(SQLiteBase):
                 "AND pid = ?1",
                 (pid,),
             ).fetchone()[0]
-        return {"stream": stream, "queues": queues, "in_flight": in_flight}
+        return Usage(stream, queues, in_flight)
 
     def delete_prefix(self, topic: str, partition: int, through: int, limit: int) -> tuple[int, int]:
         """Remove up to `limit` of the oldest records with offset <= through.

@@ -24,11 +24,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from . import errors
-from .errors import ConfigurationError, StoreError, TidelogError, TopicConflict, UnknownTopic
-from .records import decode_headers, decode_meta
-from .store.base import (
+from .. import errors
+from ..errors import ConfigurationError, StoreError, TidelogError, TopicConflict, UnknownTopic
+from ..records import decode_headers, decode_meta
+from ..wire import stored_to_wire, wire_to_row
+from .base import (
     AppendBatch,
+    CleansRemotely,
     GroupMember,
     GroupOffset,
     GroupSync,
@@ -37,9 +39,10 @@ from .store.base import (
     QueueStats,
     Rebalance,
     Replayed,
+    Store,
     TopicInfo,
+    Watchable,
 )
-from .wire import stored_to_wire, wire_to_row
 
 READ_PAGE = 10_000  # the server's largest read
 WATCH_WAIT_S = 5.0
@@ -89,7 +92,7 @@ def _tls_context() -> Any:
     return httpx.create_ssl_context()  # honours SSL_CERT_FILE and SSL_CERT_DIR
 
 
-class HTTPStore:
+class HTTPStore(Store, CleansRemotely, Watchable):
     """Store protocol over HTTP. Thread-safe: one connection pool, reused."""
 
     dialect = "http"
@@ -202,12 +205,10 @@ class HTTPStore:
     def set_topic_config(self, name: str, config: dict[str, Any]) -> None:
         self._call("PATCH", f"/v1/topics/{_seg(name)}", json={"config": config})
 
-    def clean(self, topic: str | None, chunk: int) -> list[Any]:
-        from .retention import CleanReport
-
+    def clean(self, topic: str | None, chunk: int) -> list[dict[str, Any]]:
         path = "/v1/clean" if topic is None else f"/v1/topics/{_seg(topic)}/clean"
-        reports = self._call("POST", path, params={"chunk": chunk})["reports"]
-        return [CleanReport(**r) for r in reports]
+        reports: list[dict[str, Any]] = self._call("POST", path, params={"chunk": chunk})["reports"]
+        return reports
 
     def last_clean(self, topic: str) -> dict[str, Any] | None:
         return self._call("GET", f"/v1/topics/{_seg(topic)}")["last_clean"]
