@@ -41,7 +41,17 @@ from .records import (
     make_messages,
 )
 from .retention import CleanReport, clean
-from .store.base import AppendBatch, Cleanable, CleansRemotely, GroupOffset, Replayed, Store, TopicInfo
+from .store.base import (
+    AppendBatch,
+    Cleanable,
+    CleansRemotely,
+    GroupOffset,
+    NamedConsumers,
+    Replayed,
+    Row,
+    Store,
+    TopicInfo,
+)
 from .topics import TopicCatalog, TopicDescription, check_topic_name
 
 DEFAULT_BATCH = 100
@@ -280,6 +290,8 @@ class Log:
 
     def queue_groups(self, topic: str | None = None) -> list[tuple[str, str]]:
         """(topic, group) of every queue group, or of one topic's."""
+        if not isinstance(self.store, NamedConsumers):
+            raise ConfigurationError(f"the {type(self.store).__name__} store does not list queue groups")
         if topic is not None:
             return [(topic, g) for g in self.store.queue_list(self.topic(topic).name)]
         return [(t.name, g) for t in self.store.topics() for g in self.store.queue_list(t.name)]
@@ -465,9 +477,9 @@ def _check_size(topic: str, max_bytes: int, index: int, stored: bytes | str, met
 
 def _read_excluding(
     store: Store, topic: str, partition: int, after: int, limit: int, producer: str
-) -> tuple[list[tuple], int]:
+) -> tuple[list[Row], int]:
     """Rows not sent by `producer`, and the offset the scan got to."""
-    kept: list[tuple] = []
+    kept: list[Row] = []
     while len(kept) < limit:
         rows = store.read(topic, partition, after, limit)
         if not rows:
@@ -530,7 +542,7 @@ class Consumer:
 
     def _read(
         self, topic: str, partition: int, after: int, limit: int, exclude_producer: str | None
-    ) -> tuple[list[tuple], int]:
+    ) -> tuple[list[Row], int]:
         if exclude_producer is None:
             rows = self.log.store.read(topic, partition, after, limit)
             return rows, (rows[-1][0] if rows else after)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .config import check_int, check_name
-from .errors import InvalidRequest
+from .errors import ConfigurationError, InvalidRequest
 from .records import (
     BatchSent,
     Headers,
@@ -29,7 +29,7 @@ from .records import (
     encode_meta,
     make_message,
 )
-from .store.base import AppendBatch, Leased, Pending, QueueStats
+from .store.base import AppendBatch, Leased, NamedConsumers, Pending, QueueStats
 
 if TYPE_CHECKING:
     from .log import Log, Producer
@@ -380,9 +380,12 @@ class Queue:
         """The records leased now, by partition and offset: who holds each
         (None for an unnamed `receive`), when it was delivered, how many times."""
         check_int("limit", limit, 1, 10_000)
+        store = self.log.store
+        if not isinstance(store, NamedConsumers):
+            raise ConfigurationError(f"the {type(store).__name__} store does not list leases")
         out: list[Pending] = []
         for p in range(self.log.topic(self.topic).partitions):
-            out += self.log.store.queue_pending(self.group, self.topic, p, limit=limit - len(out))
+            out += store.queue_pending(self.group, self.topic, p, limit=limit - len(out))
             if len(out) >= limit:
                 break
         return out

@@ -25,6 +25,7 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 from .errors import InvalidValue
+from .store.base import Row
 
 # Format marker: a str value is JSON unless the record says it is plain text.
 FMT_TEXT = 1
@@ -190,7 +191,7 @@ def decode_data(stored: bytes | str, fmt: int | None) -> Any:
     return _json_loads(stored)
 
 
-class Message(tuple):
+class Message(tuple[Any, ...]):
     """A record as read from a partition.
 
     A tuple underneath (like kafka-python's ConsumerRecord) so that a fetch of
@@ -263,7 +264,7 @@ class Message(tuple):
     def __hash__(self) -> int:
         return hash((self.topic, self.partition, self[0]))
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (self.topic, self.partition, tuple(self)))
 
     def __repr__(self) -> str:
@@ -294,16 +295,16 @@ def message_class(topic: str, partition: int) -> type[Message]:
     return cls
 
 
-def _rebuild(topic: str, partition: int, row: tuple) -> Message:
+def _rebuild(topic: str, partition: int, row: tuple[Any, ...]) -> Message:
     return tuple.__new__(message_class(topic, partition), row)
 
 
-def make_messages(topic: str, partition: int, rows: list[tuple]) -> list[Message]:
+def make_messages(topic: str, partition: int, rows: list[Row]) -> list[Message]:
     """Wrap store rows (in Message layout) without a Python-level loop."""
     return list(map(tuple.__new__, repeat(message_class(topic, partition), len(rows)), rows))
 
 
-def make_message(topic: str, partition: int, row: tuple) -> Message:
+def make_message(topic: str, partition: int, row: tuple[Any, ...]) -> Message:
     """One store row as a Message of `topic` / `partition`."""
     return tuple.__new__(message_class(topic, partition), row)
 

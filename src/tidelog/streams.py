@@ -48,7 +48,7 @@ from .errors import (
 )
 from .queues import DEFAULT_MAX_DELIVERIES
 from .records import F_HEADERS, NewRecord, Prepared, decode_headers, decode_meta
-from .store.base import NamedConsumers
+from .store.base import NamedConsumers, Row
 
 if TYPE_CHECKING:
     from .log import Log
@@ -113,7 +113,7 @@ class Entry(NamedTuple):
     fields: list[tuple[bytes, bytes]]
 
 
-def entry_id(row: tuple) -> StreamId:
+def entry_id(row: Row) -> StreamId:
     """The id of a store row (offset, timestamp, value, meta)."""
     meta = row[3]
     if meta is not None and meta[0] & F_HEADERS:
@@ -128,8 +128,8 @@ def entry_id(row: tuple) -> StreamId:
     return StreamId(row[1], row[0])
 
 
-def entry_fields(row: tuple) -> list[tuple[bytes, bytes]]:
-    value = row[2] if type(row[2]) is bytes else row[2].encode()
+def entry_fields(row: Row) -> list[tuple[bytes, bytes]]:
+    value = row[2] if isinstance(row[2], bytes) else row[2].encode()
     meta = row[3]
     if meta is None:
         return [(b"value", value)]
@@ -141,7 +141,7 @@ def entry_fields(row: tuple) -> list[tuple[bytes, bytes]]:
     return out + pairs
 
 
-def make_entry(row: tuple) -> Entry:
+def make_entry(row: Row) -> Entry:
     return Entry(entry_id(row), row[0], entry_fields(row))
 
 
@@ -217,15 +217,15 @@ class Streams:
             raise WrongType(f"topic {stream!r} has {info.partitions} partitions; a stream has one")
         return True
 
-    def _first_row(self, stream: str) -> tuple | None:
+    def _first_row(self, stream: str) -> Row | None:
         rows = self.store.read(stream, 0, 0, 1)
         return rows[0] if rows else None
 
-    def _last_row(self, stream: str) -> tuple | None:
+    def _last_row(self, stream: str) -> Row | None:
         rows = self.store.read_before(stream, 0, OFFSET_LIMIT, 1)
         return rows[0] if rows else None
 
-    def _row_at(self, stream: str, offset: int) -> tuple | None:
+    def _row_at(self, stream: str, offset: int) -> Row | None:
         if offset < 1:
             return None
         rows = self.store.read(stream, 0, offset - 1, 1)
@@ -406,12 +406,10 @@ class Streams:
             return
         for (_, items), s in zip(batches, sent):
             offset = s.first_offset
-            for i, sid in items:
-                derived = sid is None
-                if derived:
-                    sid = StreamId(s.timestamp, offset)
+            for i, asked in items:
+                sid = asked if asked is not None else StreamId(s.timestamp, offset)
                 results[i] = sid
-                last[s.topic] = _Last(sid, derived, offset)
+                last[s.topic] = _Last(sid, asked is None, offset)
                 offset += 1
 
     def _trim_after_add(self, adds: Sequence[Add], results: list[Any]) -> None:
@@ -573,12 +571,14 @@ class Streams:
         offsets = [o for o in (self.offset_of(stream, sid) for sid in ids) if o is not None]
         return self.store.queue_ack_offsets(group, stream, 0, offsets) if offsets else 0
 
-    def pending_summary(self, stream: str, group: str) -> tuple[int, StreamId | None, StreamId | None, list]:
+    def pending_summary(
+        self, stream: str, group: str
+    ) -> tuple[int, StreamId | None, StreamId | None, list[tuple[str | None, int]]]:
         self._group(stream, group)
         s = self.store.queue_pending_summary(group, stream, 0)
-        if not s.count:
+        if not s.leases or s.first is None or s.last is None:
             return 0, None, None, []
-        return s.count, self.id_at(stream, s.first), self.id_at(stream, s.last), s.consumers
+        return s.leases, self.id_at(stream, s.first), self.id_at(stream, s.last), s.consumers
 
     def pending(
         self,
@@ -715,7 +715,7 @@ class Streams:
                 {
                     "name": group,
                     "consumers": len(self.store.queue_consumers(group, stream)),
-                    "pending": summary.count,
+                    "pending": summary.leases,
                     "last-delivered-id": self.id_at(stream, cursor) if cursor else ZERO,
                     "entries-read": cursor,
                     "lag": max(0, last_offset - cursor),

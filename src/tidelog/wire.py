@@ -33,6 +33,7 @@ from .records import (
     encode_headers,
     encode_meta,
 )
+from .store.base import Row
 
 FORMATS = ("json", "text", "bytes")
 RECORD_FIELDS = frozenset({"value", "format", "key", "key_base64", "headers", "partition"})
@@ -65,12 +66,12 @@ def _text_or_b64(out: dict[str, Any], field: str, data: bytes) -> None:
 # server side: rows out, records in ------------------------------------------------
 
 
-def row_to_wire(topic: str, partition: int, row: tuple, raw_json: Callable[[str], Any]) -> dict[str, Any]:
+def row_to_wire(topic: str, partition: int, row: Row, raw_json: Callable[[str], Any]) -> dict[str, Any]:
     """A store row (Message layout) as JSON. `raw_json` embeds stored JSON text as is."""
     offset, timestamp, stored, meta = row[0], row[1], row[2], row[3]
     fmt, key, headers, producer = decode_meta(meta)
     out: dict[str, Any] = {"topic": topic, "partition": partition, "offset": offset, "timestamp": timestamp}
-    if type(stored) is bytes:
+    if isinstance(stored, bytes):
         out["format"], out["value"] = "bytes", b64(stored)
     elif fmt == FMT_TEXT:
         out["format"], out["value"] = "text", stored
@@ -194,7 +195,7 @@ def stored_to_wire(stored: bytes | str, meta: bytes | None) -> tuple[dict[str, A
     return out, producer
 
 
-def wire_to_row(item: dict[str, Any]) -> tuple:
+def wire_to_row(item: dict[str, Any]) -> Row:
     """A wire record back into a store row (Message layout), byte for byte."""
     fmt = item["format"]
     if fmt == "bytes":
@@ -203,6 +204,7 @@ def wire_to_row(item: dict[str, Any]) -> tuple:
         stored = item["value"]
     else:
         stored = _json_dumps(item["value"])
+    key: bytes | None
     if "key_base64" in item:
         key = base64.b64decode(item["key_base64"])
     else:

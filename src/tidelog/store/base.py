@@ -154,7 +154,9 @@ class Pending(NamedTuple):
 
 
 class PendingSummary(NamedTuple):
-    count: int
+    """A queue group's leases on a partition, as Redis's XPENDING summary."""
+
+    leases: int
     first: int | None  # lowest leased offset
     last: int | None  # highest leased offset
     consumers: list[tuple[str | None, int]]  # (consumer, leases held), by name
@@ -245,13 +247,6 @@ class LogStore(Protocol):
     def read(self, topic: str, partition: int, after: int, limit: int) -> list[Row]:
         """Records with offset > after, oldest first, at most `limit`."""
 
-    def read_before(self, topic: str, partition: int, before: int, limit: int) -> list[Row]:
-        """Records with offset < before, newest first, at most `limit`."""
-
-    def trim(self, topic: str, partition: int, before: int) -> int:
-        """Remove the records with offset < before, and queue-group state on
-        them; returns how many records were removed. Offsets are never reused."""
-
     # stream group offsets
     def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
         """Move the committed offset forward to `offset` (a lower one is ignored).
@@ -271,6 +266,12 @@ class LogStore(Protocol):
     def group_offsets(self, group: str) -> list[GroupOffset]: ...
 
     def groups(self) -> list[str]: ...
+
+    def set_topic_config(self, name: str, config: dict[str, Any]) -> None:
+        """Replace a topic's settings (the core validated them)."""
+
+    def last_clean(self, topic: str) -> dict[str, Any] | None:
+        """The figures of the topic's last cleaning, if any."""
 
     def close(self) -> None: ...
 
@@ -371,10 +372,18 @@ class Store(LogStore, GroupStore, QueueStore, Protocol):
 
 @runtime_checkable
 class NamedConsumers(Protocol):
-    """Named consumers on queue groups: the mechanics of Redis consumer groups
-    (the policy lives in `tidelog.streams`). Every call but queue_create /
+    """What Redis streams need (the policy lives in `tidelog.streams`): reading
+    backwards and trimming (XREVRANGE, XTRIM), and named consumers on queue
+    groups, the mechanics of Redis consumer groups. Every call but queue_create /
     queue_info / queue_list / queue_delete raises UnknownGroup when the group
     does not exist on the topic."""
+
+    def read_before(self, topic: str, partition: int, before: int, limit: int) -> list[Row]:
+        """Records with offset < before, newest first, at most `limit`."""
+
+    def trim(self, topic: str, partition: int, before: int) -> int:
+        """Remove the records with offset < before, and queue-group state on
+        them; returns how many records were removed. Offsets are never reused."""
 
     def queue_create(
         self, group: str, topic: str, config: dict[str, Any], cursors: Sequence[int], now: int
@@ -463,8 +472,6 @@ class NamedConsumers(Protocol):
 class Cleanable(Protocol):
     """What retention and compaction (`tidelog.retention`) need to clean here."""
 
-    def set_topic_config(self, name: str, config: dict[str, Any]) -> None: ...
-
     def scan(
         self, topic: str, partition: int, after: int, limit: int, with_meta: bool = False
     ) -> list[ScanRow]:
@@ -486,19 +493,13 @@ class Cleanable(Protocol):
 
     def record_clean(self, topic: str, report: dict[str, Any]) -> None: ...
 
-    def last_clean(self, topic: str) -> dict[str, Any] | None: ...
-
 
 @runtime_checkable
 class CleansRemotely(Protocol):
     """A store whose server cleans (http://): the core asks it instead."""
 
-    def set_topic_config(self, name: str, config: dict[str, Any]) -> None: ...
-
     def clean(self, topic: str | None, chunk: int) -> list[dict[str, Any]]:
         """Clean there; each topic's report as `CleanReport.to_dict()` gives it."""
-
-    def last_clean(self, topic: str) -> dict[str, Any] | None: ...
 
 
 @runtime_checkable

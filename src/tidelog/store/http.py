@@ -39,6 +39,7 @@ from .base import (
     QueueStats,
     Rebalance,
     Replayed,
+    Row,
     Store,
     TopicInfo,
     Watchable,
@@ -211,7 +212,8 @@ class HTTPStore(Store, CleansRemotely, Watchable):
         return reports
 
     def last_clean(self, topic: str) -> dict[str, Any] | None:
-        return self._call("GET", f"/v1/topics/{_seg(topic)}")["last_clean"]
+        last: dict[str, Any] | None = self._call("GET", f"/v1/topics/{_seg(topic)}")["last_clean"]
+        return last
 
     def partition_bytes(self, topic: str, partition: int) -> int:
         for p in self.partitions(topic):
@@ -276,9 +278,9 @@ class HTTPStore(Store, CleansRemotely, Watchable):
                 firsts[i] = s["first_offset"]
         return firsts  # type: ignore[return-value]
 
-    def read(self, topic: str, partition: int, after: int, limit: int) -> list[tuple]:
+    def read(self, topic: str, partition: int, after: int, limit: int) -> list[Row]:
         path = f"/v1/topics/{_seg(topic)}/partitions/{partition}/records"
-        rows: list[tuple] = []
+        rows: list[Row] = []
         while len(rows) < limit:
             page = min(READ_PAGE, limit - len(rows))
             got = self._call("GET", path, params={"after": after, "limit": page})["records"]
@@ -302,7 +304,7 @@ class HTTPStore(Store, CleansRemotely, Watchable):
 
     def committed(self, group: str, topic: str, partition: int) -> int:
         path = f"/v1/groups/{_seg(group)}/topics/{_seg(topic)}/partitions/{partition}"
-        return self._call("GET", path)["committed"]
+        return int(self._call("GET", path)["committed"])
 
     def ensure_group(self, group: str, mode: str) -> None:
         self._call("POST", "/v1/groups", json={"name": group, "mode": mode})
@@ -312,7 +314,7 @@ class HTTPStore(Store, CleansRemotely, Watchable):
         return [GroupOffset(group, o["topic"], o["partition"], o["committed"]) for o in d["offsets"]]
 
     def groups(self) -> list[str]:
-        return self._call("GET", "/v1/groups")["groups"]
+        return list(self._call("GET", "/v1/groups")["groups"])
 
     # stream group membership -----------------------------------------------------------
     #
@@ -465,7 +467,7 @@ class HTTPStore(Store, CleansRemotely, Watchable):
         for name, value in decode_headers(decode_meta(metas[0])[2]):
             if name == "tidelog-reason":
                 reason = value.decode(errors="replace")
-        return self._settle("reject", group, topic, {"receipt": receipt, "reason": reason})["offset"]
+        return int(self._settle("reject", group, topic, {"receipt": receipt, "reason": reason})["offset"])
 
     def queue_stats(self, group: str, topic: str, now: int, due_of: Any) -> QueueStats:
         d = self._call("GET", self._queue_path(topic, "stats"), params={"group": group})

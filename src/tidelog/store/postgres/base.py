@@ -171,7 +171,7 @@ def stored(blob: bytes | None, text: str | None) -> bytes | str:
 
 def _columns(value: bytes | str) -> tuple[bytes | None, str | None]:
     """(value, text) columns for one stored value."""
-    if type(value) is bytes:
+    if isinstance(value, bytes):
         return value, None
     if "\x00" in value:
         return value.encode(), ""
@@ -227,22 +227,22 @@ def _append_params(batch: AppendBatch) -> dict[str, Any]:
     """Statement parameters for one batch: bytes and text values in their own arrays."""
     values = batch.values if isinstance(batch.values, list) else list(batch.values)
     kinds = set(map(type, values))
+    blobs: list[Any] | None
+    texts: list[Any] | None
     if kinds == {bytes}:
         blobs, texts = values, None
+        size = sum(map(len, values))
     elif kinds == {str} and not any(map(contains, values, repeat("\x00"))):
         blobs, texts = None, values
+        joined = "".join(values)  # type: ignore[arg-type]  # all str: kinds says so
+        size = len(joined) if joined.isascii() else len(joined.encode())
     else:
-        blobs, texts = map(list, zip(*map(_columns, values)))
+        columns = list(map(_columns, values))
+        blobs, texts = [c[0] for c in columns], [c[1] for c in columns]
+        size = sum(_size(b, t, None) for b, t in columns)
     metas = batch.metas
     if metas is not None and not isinstance(metas, list):
         metas = list(metas)
-    if blobs is values:
-        size = sum(map(len, values))
-    elif texts is values:
-        joined = "".join(texts)
-        size = len(joined) if joined.isascii() else len(joined.encode())
-    else:
-        size = sum(map(_size, blobs, texts, repeat(None)))
     if metas is not None:
         size += sum(map(len, filter(None, metas)))
     return {
@@ -254,6 +254,14 @@ def _append_params(batch: AppendBatch) -> dict[str, Any]:
         "texts": texts,
         "metas": metas,
     }
+
+
+def one(cur: psycopg.Cursor[Any]) -> tuple[Any, ...]:
+    """The row of a statement that always returns one (an aggregate, RETURNING of an upsert)."""
+    row: tuple[Any, ...] | None = cur.fetchone()
+    if row is None:
+        raise StoreError("a statement that always returns a row returned none")
+    return row
 
 
 class PostgresBase:
@@ -347,9 +355,9 @@ class PostgresBase:
 
     @staticmethod
     def _schema_version(conn: psycopg.Connection) -> int:
-        if conn.execute("SELECT to_regclass('tidelog_version')").fetchone()[0] is None:
+        if one(conn.execute("SELECT to_regclass('tidelog_version')"))[0] is None:
             return 0
-        return conn.execute("SELECT coalesce(max(version), 0) FROM tidelog_version").fetchone()[0]
+        return int(one(conn.execute("SELECT coalesce(max(version), 0) FROM tidelog_version"))[0])
 
     def close(self) -> None:
         if self._closed:
@@ -358,7 +366,7 @@ class PostgresBase:
         self._pool.close()
 
     @staticmethod
-    def _topic_info(row: tuple) -> TopicInfo:
+    def _topic_info(row: tuple[Any, ...]) -> TopicInfo:
         return TopicInfo(name=row[0], partitions=row[1], config=row[2], created=row[3])
 
     def _load_pids(self, name: str) -> tuple[int, tuple[int, ...]] | None:
@@ -433,3 +441,26 @@ class PostgresBase:
             if entry is None:
                 raise UnknownTopic(f"topic {topic!r} does not exist")
         return entry
+
+    @staticmethod
+    def removed_through(conn: psycopg.Connection, pid: int) -> int | None:
+        """The highest offset retention removed; None when the partition is gone."""
+        row = conn.execute("SELECT removed_through FROM tidelog_partitions WHERE id = %s", (pid,)).fetchone()
+        return None if row is None else row[0]
+
+    def check_start(self, conn: psycopg.Connection, topic: str, partition: int, pid: int, after: int) -> bool:
+        """OffsetOutOfRange when `after` lies before what retention kept;
+        False when the partition is gone (its topic was deleted).
+
+        0 means "before the first record", whichever that is now: never out of range.
+        """
+        removed = self.removed_through(conn, pid)
+        if removed is None:
+            return False
+        if 0 < after < removed:
+            raise OffsetOutOfRange(
+                f"offset {after + 1} of {topic!r}/{partition} was removed by retention; "
+                f"the first available offset is {removed + 1}",
+                first=removed + 1,
+            )
+        return True

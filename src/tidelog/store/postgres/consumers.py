@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import UnknownGroup
-from ..base import ConsumerInfo, Pending, PendingSummary
-from .base import MAX_OFFSET, PostgresBase, stored
+from ..base import ConsumerInfo, Pending, PendingSummary, Row
+from .base import MAX_OFFSET, PostgresBase, one, stored
 from .queues import LOCK_GROUP
 
 _NEED_GROUP = "SELECT 1 FROM tidelog_queue_groups WHERE grp = %s AND topic_id = %s"
@@ -201,7 +201,7 @@ class PostgresConsumers(PostgresBase):
         limit: int,
         now: int,
         deadline: int | None,
-    ) -> list[tuple]:
+    ) -> list[Row]:
         topic_id, pid = self._group_pid(topic, partition)
         params = {
             "grp": group,
@@ -280,7 +280,7 @@ class PostgresConsumers(PostgresBase):
                     "AND receipt IS NOT NULL GROUP BY consumer ORDER BY consumer NULLS FIRST",
                     (group, pid),
                 ).fetchall()
-                count, low, high = totals.fetchone()
+                count, low, high = one(totals)
         return PendingSummary(count, low, high, [(c, n) for c, n in per])
 
     def queue_claim(

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import NotAssigned, StaleGeneration
 from ..base import GroupMember, GroupSync, Rebalance
-from .base import PostgresBase
+from .base import PostgresBase, one
 
 if TYPE_CHECKING:
     import psycopg
@@ -45,10 +45,10 @@ _STALE = "member {member!r} is no longer in group {group!r} (its session expired
 class PostgresRebalancing:
     """The rebalance's primitives on one group, holding its lock."""
 
-    def __init__(self, conn: psycopg.Connection[Any], group: str, state: tuple[int, str, str]):
+    def __init__(self, conn: psycopg.Connection[Any], group: str, state: tuple[Any, ...]):
         self.conn = conn
         self.group = group
-        self._state = state  # read when the lock was taken
+        self._state = (int(state[0]), str(state[1]), str(state[2]))  # read when the lock was taken
 
     def members(self) -> list[tuple[str, list[str], int, int]]:
         return [
@@ -145,7 +145,7 @@ class PostgresGroups(PostgresBase):
                 "ON CONFLICT (name) DO NOTHING",
                 (group, now),
             )
-            state = conn.execute(_JOIN_LOCK, {"grp": group, "assignor": assignor}).fetchone()
+            state = one(conn.execute(_JOIN_LOCK, {"grp": group, "assignor": assignor}))
             conn.execute(
                 "INSERT INTO tidelog_group_members (grp, member, topics, session_ms, heartbeat, joined) "
                 "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (grp, member) DO UPDATE SET "
@@ -157,14 +157,14 @@ class PostgresGroups(PostgresBase):
     def group_heartbeat(self, group: str, member: str, now: int, rebalance: Rebalance) -> GroupSync:
         with self._conn() as conn, conn.transaction():
             state = conn.execute(_LOCK, (group,)).fetchone()
-            alive = state is not None and (
-                conn.execute(
+            if (
+                state is None
+                or conn.execute(
                     "UPDATE tidelog_group_members SET heartbeat = %s WHERE grp = %s AND member = %s",
                     (now, group, member),
                 ).rowcount
-                == 1
-            )
-            if not alive:
+                != 1
+            ):
                 raise StaleGeneration(_STALE.format(member=member, group=group))
             return rebalance(PostgresRebalancing(conn, group, state), member, now)
 

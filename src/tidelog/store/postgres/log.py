@@ -14,7 +14,7 @@ from ...errors import (
     TopicConflict,
     UnknownTopic,
 )
-from ..base import AppendBatch, GroupOffset, PartitionInfo, Replayed, TopicInfo
+from ..base import AppendBatch, GroupOffset, PartitionInfo, Replayed, Row, TopicInfo
 from .base import (
     _APPEND,
     _APPEND_ONE,
@@ -41,6 +41,7 @@ from .base import (
     _size,
     _text_row,
     _texts,
+    one,
     stored,
 )
 
@@ -93,7 +94,7 @@ class PostgresLog(PostgresBase):
     def _listen(self) -> tuple[psycopg.Connection, str]:
         conn = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
         conn.execute("LISTEN tidelog")
-        schema_name = conn.execute("SELECT current_schema()").fetchone()[0]
+        schema_name = one(conn.execute("SELECT current_schema()"))[0]
         return conn, schema_name
 
     def _receive(
@@ -178,7 +179,7 @@ class PostgresLog(PostgresBase):
                 conn.execute(
                     "UPDATE tidelog_topics SET partitions = %s WHERE id = %s", (partitions, topic_id)
                 )
-            row = conn.execute(_TOPIC_COLUMNS + " WHERE id = %s", (topic_id,)).fetchone()
+            row = one(conn.execute(_TOPIC_COLUMNS + " WHERE id = %s", (topic_id,)))
         self._pids.pop(name, None)
         return self._topic_info(row)
 
@@ -237,7 +238,7 @@ class PostgresLog(PostgresBase):
             with self._conn() as conn:
                 row = conn.execute(_APPEND_ONE, params).fetchone()
             if row is not None:
-                return row[0]
+                return int(row[0])
             # The partition row is gone: the topic was deleted (and maybe
             # recreated) elsewhere since we cached its pids.
         raise UnknownTopic(f"topic {topic!r} does not exist")
@@ -293,7 +294,7 @@ class PostgresLog(PostgresBase):
                 (txn, _now_ms()),
             ).fetchone()
             if claimed is None:
-                ts, done = conn.execute("SELECT result FROM tidelog_txns WHERE id = %s", (txn,)).fetchone()[0]
+                ts, done = one(conn.execute("SELECT result FROM tidelog_txns WHERE id = %s", (txn,)))[0]
                 return Replayed(ts, [tuple(b) for b in done])
             with conn.pipeline():
                 firsts = _append_all(conn, params)
@@ -304,7 +305,7 @@ class PostgresLog(PostgresBase):
             )
         return firsts
 
-    def read(self, topic: str, partition: int, after: int, limit: int) -> list[tuple]:
+    def read(self, topic: str, partition: int, after: int, limit: int) -> list[Row]:
         pid = self._pid(topic, partition)
         params = {"pid": pid, "after": after, "limit": limit}
         shape = self._shapes.get(pid, _READ_BYTES)
@@ -380,10 +381,10 @@ class PostgresLog(PostgresBase):
             ).fetchall()
         return [r[0] for r in rows]
 
-    def read_before(self, topic: str, partition: int, before: int, limit: int) -> list[tuple]:
+    def read_before(self, topic: str, partition: int, before: int, limit: int) -> list[Row]:
         """Records with offset < before, newest first, at most `limit`."""
         pid = self._pid(topic, partition)
-        out: list[tuple] = []
+        out: list[Row] = []
         before = min(before, MAX_OFFSET)
         with self._conn() as conn:
             while len(out) < limit:
@@ -415,4 +416,4 @@ class PostgresLog(PostgresBase):
                 params,
             )
             pipeline.sync()
-            return removed.fetchone()[0]
+            return int(one(removed)[0])

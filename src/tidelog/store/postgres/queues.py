@@ -27,7 +27,7 @@ from typing import Any
 
 from ...errors import LeaseLost, UnknownGroup, UnknownTopic
 from ..base import AppendBatch, Leased, QueueStats
-from .base import _APPEND, PostgresBase, _append_params, _PartitionGone, stored
+from .base import _APPEND, PostgresBase, _append_params, _PartitionGone, one, stored
 
 # Serialises the calls that take new records or move a cursor, per group and topic.
 LOCK_GROUP = "SELECT 1 FROM tidelog_queue_groups WHERE grp = %s AND topic_id = %s FOR UPDATE"
@@ -159,7 +159,7 @@ JOIN tidelog_records r ON r.pid = p.pid AND r."offset" = f.first
 """
 
 
-def _append_row(columns: tuple[list, ...], *row: Any) -> None:
+def _append_row(columns: tuple[list[Any], ...], *row: Any) -> None:
     for column, value in zip(columns, row):
         column.append(value)
 
@@ -188,7 +188,8 @@ class PostgresQueues(PostgresBase):
                 "SELECT config FROM tidelog_queue_groups WHERE grp = %s AND topic_id = %s", (group, topic_id)
             ).fetchone()
             if row is not None:
-                return row[0]
+                stored_config: dict[str, Any] = row[0]
+                return stored_config
             with conn.transaction():
                 created = conn.execute(
                     "INSERT INTO tidelog_queue_groups (grp, topic_id, config, created) "
@@ -196,10 +197,13 @@ class PostgresQueues(PostgresBase):
                     (group, topic_id, json.dumps(config, sort_keys=True), now),
                 ).fetchone()
                 if created is None:  # another connection created it just now
-                    return conn.execute(
-                        "SELECT config FROM tidelog_queue_groups WHERE grp = %s AND topic_id = %s",
-                        (group, topic_id),
-                    ).fetchone()[0]
+                    existing: dict[str, Any] = one(
+                        conn.execute(
+                            "SELECT config FROM tidelog_queue_groups WHERE grp = %s AND topic_id = %s",
+                            (group, topic_id),
+                        )
+                    )[0]
+                    return existing
                 conn.execute(
                     "INSERT INTO tidelog_groups (name, mode, config, created) VALUES (%s, 'queue', '{}', %s) "
                     "ON CONFLICT (name) DO NOTHING",
@@ -251,9 +255,9 @@ class PostgresQueues(PostgresBase):
             if lock.fetchone() is None:
                 raise _NoGroup
             # candidates: (due, partition, offset, deliveries, record or None)
-            candidates: list[tuple] = [(due, p, o, n, None) for p, o, due, n in due_rows]
+            candidates: list[tuple[Any, ...]] = [(due, p, o, n, None) for p, o, due, n in due_rows]
             # per partition: the new records in offset order as (offset, due, record or None if delayed)
-            fresh: dict[int, list[tuple]] = {}
+            fresh: dict[int, list[tuple[Any, ...]]] = {}
             running = 0
             for partition, offset, ts, value, text, meta in fresh_rows:
                 marked = fresh.get(partition)
@@ -322,24 +326,23 @@ class PostgresQueues(PostgresBase):
                 )
             # When waiting ends (only asked when the batch may come out short).
             next_due_row = conn.execute(_NEXT_DUE, params) if len(taken) < limit or again[0] else None
-            records = {}
+            records: dict[tuple[int, int], tuple[Any, ...]] = {}
             if leased_again is not None:
                 records = {(pid, o): (o, ts, stored(v, t), m) for pid, o, ts, v, t, m in leased_again}
-            next_due = next_due_row.fetchone()[0] if next_due_row is not None else None
+            next_due = one(next_due_row)[0] if next_due_row is not None else None
 
         out: list[Leased] = []
-        for _, partition, offset, deliveries, record in taken:
-            if record is None:
-                record = records.get((pids[partition], offset))
-                if record is None:  # removed by trim or retention meanwhile: nothing to deliver
-                    continue
+        for _, partition, offset, deliveries, fresh_record in taken:
+            got = fresh_record if fresh_record is not None else records.get((pids[partition], offset))
+            if got is None:  # removed by trim or retention meanwhile: nothing to deliver
+                continue
             out.append(
                 Leased(
                     partition,
                     offset,
-                    record[1],
-                    record[2],
-                    record[3],
+                    got[1],
+                    got[2],
+                    got[3],
                     deliveries + 1,
                     receipts[partition, offset],
                     deadline,
@@ -362,9 +365,9 @@ class PostgresQueues(PostgresBase):
         with self._conn() as conn:
             if conn.execute(FINISH, (group, pid, offset, receipt)).rowcount == 1:
                 return
-            scanned, found, held, deliveries = conn.execute(
-                _LEASE_ROW, {"grp": group, "pid": pid, "offset": offset}
-            ).fetchone()
+            scanned, found, held, deliveries = one(
+                conn.execute(_LEASE_ROW, {"grp": group, "pid": pid, "offset": offset})
+            )
         if not found and scanned is not None and offset <= scanned:
             return  # done already: acking twice is a no-op
         raise lease_lost(group, topic, partition, offset, found, held, deliveries)
@@ -428,7 +431,7 @@ class PostgresQueues(PostgresBase):
                             # The dead-letter topic was deleted (maybe
                             # recreated) since we cached its partition ids.
                             raise _PartitionGone
-                        return row[0]
+                        return int(row[0])
                 except _LeaseGone:
                     raise self._lease_lost(conn, group, topic, partition, pid, offset) from None
                 except _PartitionGone:
@@ -444,7 +447,7 @@ class PostgresQueues(PostgresBase):
             with conn.pipeline():
                 counts = conn.execute(_STATE_COUNTS, params)
                 waiting_rows = conn.execute(_WAITING, params).fetchall()
-                available, in_flight, delayed, oldest, dead = counts.fetchone()
+                available, in_flight, delayed, oldest, dead = one(counts)
             for pid, scanned, first, first_ts, last in waiting_rows:
                 # Offsets past the cursor are dense but for what trim removed
                 # from the front: count from the first record held.

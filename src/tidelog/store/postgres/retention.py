@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ...errors import OffsetOutOfRange, UnknownTopic
-from ..base import Usage
-from .base import _SIZE, PostgresBase
+from ...errors import UnknownTopic
+from ..base import ScanRow, Usage
+from .base import _SIZE, PostgresBase, one
 
 if TYPE_CHECKING:
-    import psycopg
+    pass
 
 # What a record counts as in a partition's bytes (as postgres._size does for appends).
 
@@ -73,32 +73,9 @@ class PostgresRetention(PostgresBase):
         if cur.rowcount != 1:
             raise UnknownTopic(f"topic {name!r} does not exist")
 
-    @staticmethod
-    def removed_through(conn: psycopg.Connection, pid: int) -> int | None:
-        """The highest offset retention removed; None when the partition is gone."""
-        row = conn.execute("SELECT removed_through FROM tidelog_partitions WHERE id = %s", (pid,)).fetchone()
-        return None if row is None else row[0]
-
-    def check_start(self, conn: psycopg.Connection, topic: str, partition: int, pid: int, after: int) -> bool:
-        """OffsetOutOfRange when `after` lies before what retention kept;
-        False when the partition is gone (its topic was deleted).
-
-        0 means "before the first record", whichever that is now: never out of range.
-        """
-        removed = self.removed_through(conn, pid)
-        if removed is None:
-            return False
-        if 0 < after < removed:
-            raise OffsetOutOfRange(
-                f"offset {after + 1} of {topic!r}/{partition} was removed by retention; "
-                f"the first available offset is {removed + 1}",
-                first=removed + 1,
-            )
-        return True
-
     def scan(
         self, topic: str, partition: int, after: int, limit: int, with_meta: bool = False
-    ) -> list[tuple]:
+    ) -> list[ScanRow]:
         """(offset, timestamp, bytes, meta or None, value is JSON null) rows for a cleaner."""
         pid = self._pid(topic, partition)
         meta = "meta" if with_meta else "NULL::bytea"
@@ -115,7 +92,7 @@ class PostgresRetention(PostgresBase):
             row = conn.execute("SELECT bytes FROM tidelog_partitions WHERE id = %s", (pid,)).fetchone()
         if row is None:
             raise UnknownTopic(f"topic {topic!r} does not exist")
-        return row[0]
+        return int(row[0])
 
     def consumption(self, topic: str, partition: int) -> Usage:
         """What the groups of a partition finished, for retention="consumed":
@@ -152,8 +129,8 @@ class PostgresRetention(PostgresBase):
         with self._conn() as conn, conn.transaction():
             if conn.execute(_HOLD, (pid,)).fetchone() is None:
                 return 0, 0  # deleted meanwhile
-            row = conn.execute(_DELETE_PREFIX, {"pid": pid, "through": through, "limit": limit}).fetchone()
-        return row[0], row[1]
+            row = one(conn.execute(_DELETE_PREFIX, {"pid": pid, "through": through, "limit": limit}))
+        return int(row[0]), int(row[1])
 
     def delete_offsets(self, topic: str, partition: int, offsets: list[int]) -> int:
         """Remove single records (compaction); returns bytes removed."""
@@ -163,10 +140,10 @@ class PostgresRetention(PostgresBase):
         with self._conn() as conn, conn.transaction():
             if conn.execute(_HOLD, (pid,)).fetchone() is None:
                 return 0
-            row = conn.execute(_DELETE_OFFSETS, {"pid": pid, "offsets": list(offsets)}).fetchone()
+            row = one(conn.execute(_DELETE_OFFSETS, {"pid": pid, "offsets": list(offsets)}))
         # The partition's last_offset is a counter of its own: appends go on
         # after the highest offset ever given even when the newest went here.
-        return row[0]
+        return int(row[0])
 
     def record_clean(self, topic: str, report: dict[str, Any]) -> None:
         with self._conn() as conn:
@@ -192,5 +169,5 @@ class PostgresRetention(PostgresBase):
                 "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
                 "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' "
                 "AND c.relname LIKE 'tidelog\\_%'"
-            ).fetchone()
-        return int(row[0])
+            )
+        return int(one(row)[0])

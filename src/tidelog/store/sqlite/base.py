@@ -208,7 +208,7 @@ class SQLiteBase:
             self._db.close()
 
     @staticmethod
-    def _topic_info(row: tuple) -> TopicInfo:
+    def _topic_info(row: tuple[Any, ...]) -> TopicInfo:
         return TopicInfo(name=row[0], partitions=row[1], config=json.loads(row[2]), created=row[3])
 
     def _load_pids(self, conn: sqlite3.Connection, name: str) -> tuple[int, tuple[int, ...]] | None:
@@ -259,7 +259,7 @@ class SQLiteBase:
                 "INSERT INTO records(id, ts, value, meta) VALUES (?, ?, ?, ?)",
                 zip(ids, repeat(batch.timestamp, n), batch.values, batch.metas),
             )
-        return first - lo
+        return int(first) - lo
 
     def _bounds_check(
         self, conn: sqlite3.Connection, topic: str, partition: int, pid: int, offset: int
@@ -287,3 +287,20 @@ class SQLiteBase:
     def _all_pids(self, topic: str) -> tuple[int, tuple[int, ...]]:
         self._pid(topic, 0, refresh=True)
         return self._pids[topic]
+
+    def removed_through(self, conn: sqlite3.Connection, pid: int) -> int:
+        row = conn.execute("SELECT removed_through FROM partitions WHERE id = ?", (pid,)).fetchone()
+        return row[0] if row else 0
+
+    def check_start(self, conn: sqlite3.Connection, topic: str, partition: int, pid: int, after: int) -> None:
+        """OffsetOutOfRange when `after` lies before what retention kept.
+
+        0 means "before the first record", whichever that is now: never out of range.
+        """
+        removed = self.removed_through(conn, pid)
+        if 0 < after < removed:
+            raise OffsetOutOfRange(
+                f"offset {after + 1} of {topic!r}/{partition} was removed by retention; "
+                f"the first available offset is {removed + 1}",
+                first=removed + 1,
+            )

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import UnknownGroup
-from ..base import ConsumerInfo, Pending, PendingSummary
+from ..base import ConsumerInfo, Pending, PendingSummary, Row
 from .base import OFFSET_BITS, OFFSET_SPAN, SQLiteBase
 
 
@@ -138,7 +138,7 @@ class SQLiteConsumers(SQLiteBase):
         limit: int,
         now: int,
         deadline: int | None,
-    ) -> list[tuple]:
+    ) -> list[Row]:
         topic_id, pid = self._group_pid(group, topic, partition)
         lo = pid << OFFSET_BITS
         with self._write() as db:

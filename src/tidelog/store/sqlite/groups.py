@@ -184,7 +184,7 @@ class SQLiteGroups(SQLiteBase):
                     f"commit from generation {generation} refused: {topic!r}/{partition} was assigned to "
                     f"{member!r} in generation {row[1]}"
                 )
-            self._commit_in(db, group, topic, partition, pid, offset)  # type: ignore[attr-defined]
+            self._commit_in(db, group, topic, partition, pid, offset)
 
     def group_members(self, group: str) -> list[GroupMember]:
         with self._read() as conn:

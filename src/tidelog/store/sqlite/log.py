@@ -16,7 +16,7 @@ from ...errors import (
     TopicConflict,
     UnknownTopic,
 )
-from ..base import AppendBatch, GroupOffset, PartitionInfo, Replayed, TopicInfo
+from ..base import AppendBatch, GroupOffset, PartitionInfo, Replayed, Row, TopicInfo
 from .base import (
     _APPEND_ONE,
     OFFSET_BITS,
@@ -186,7 +186,7 @@ class SQLiteLog(SQLiteBase):
                 except sqlite3.Error as e:
                     raise StoreError(f"append to {topic!r}/{partition} failed: {e}") from None
                 if cur.rowcount == 1:
-                    return cur.lastrowid - lo
+                    return int(cur.lastrowid or 0) - lo
             # The partition row is gone: the topic was deleted (and maybe
             # recreated) by another process since we cached its pids.
         raise UnknownTopic(f"topic {topic!r} does not exist")
@@ -234,7 +234,7 @@ class SQLiteLog(SQLiteBase):
                 raise StoreError(f"append failed: {e}") from None
         raise UnknownTopic(f"topic {gone.topic!r} does not exist")
 
-    def read(self, topic: str, partition: int, after: int, limit: int) -> list[tuple]:
+    def read(self, topic: str, partition: int, after: int, limit: int) -> list[Row]:
         pid = self._pid(topic, partition)
         lo = pid << OFFSET_BITS
         with self._read() as conn:
@@ -250,7 +250,7 @@ class SQLiteLog(SQLiteBase):
             self._pid(topic, partition, refresh=True)
         return rows
 
-    def read_before(self, topic: str, partition: int, before: int, limit: int) -> list[tuple]:
+    def read_before(self, topic: str, partition: int, before: int, limit: int) -> list[Row]:
         pid = self._pid(topic, partition)
         lo = pid << OFFSET_BITS
         with self._read() as conn:

@@ -56,7 +56,7 @@ class SQLiteQueues(SQLiteBase):
                 "SELECT config FROM queue_groups WHERE grp = ? AND topic_id = ?", (group, topic_id)
             ).fetchone()
             if row is not None:
-                return json.loads(row[0])
+                return dict(json.loads(row[0]))
             db.execute(
                 "INSERT INTO queue_groups(grp, topic_id, config, created) VALUES (?, ?, ?, ?)",
                 (group, topic_id, json.dumps(config, sort_keys=True), now),
@@ -101,8 +101,8 @@ class SQLiteQueues(SQLiteBase):
                 return [lease], None
         with self._write() as db:
             # candidates: (due, partition, offset, deliveries, record or None)
-            candidates: list[tuple] = []
-            fresh: dict[int, list[tuple]] = {}
+            candidates: list[tuple[Any, ...]] = []
+            fresh: dict[int, list[tuple[Any, ...]]] = {}
             for partition, pid in enumerate(pids):
                 lo = pid << OFFSET_BITS
                 # One statement: what is due in queue_state, then the records
@@ -187,9 +187,9 @@ class SQLiteQueues(SQLiteBase):
         due first and the record carries no meta (so no delay). None sends
         the caller down the general path."""
         lo = pid << OFFSET_BITS
-        with self._lock:  # type: ignore[attr-defined]
+        with self._lock:
             # fetchall: step the statement to its end, so its transaction ends here.
-            rows = self._db.execute(  # type: ignore[attr-defined]
+            rows = self._db.execute(
                 _NEXT, (group, pid, lo, lo + OFFSET_SPAN, deadline, receipt, now)
             ).fetchall()
         if not rows:
@@ -201,11 +201,12 @@ class SQLiteQueues(SQLiteBase):
             ).fetchone()
         return Leased(0, offset, ts, value, meta, 1, receipt, deadline)
 
-    def _lease_row(self, db: sqlite3.Connection, group: str, pid: int, offset: int) -> tuple | None:
-        return db.execute(
+    def _lease_row(self, db: sqlite3.Connection, group: str, pid: int, offset: int) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = db.execute(
             "SELECT receipt, deliveries FROM queue_state WHERE grp = ? AND pid = ? AND offset = ?",
             (group, pid, offset),
         ).fetchone()
+        return row
 
     def _lease_lost(
         self, db: sqlite3.Connection, group: str, topic: str, partition: int, pid: int, offset: int
@@ -222,8 +223,8 @@ class SQLiteQueues(SQLiteBase):
 
     def queue_ack(self, group: str, topic: str, partition: int, offset: int, receipt: str) -> None:
         pid = self._pid(topic, partition)
-        with self._lock:  # type: ignore[attr-defined]
-            cur = self._db.execute(  # type: ignore[attr-defined]
+        with self._lock:
+            cur = self._db.execute(
                 "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?",
                 (group, pid, offset, receipt),
             )
@@ -240,7 +241,7 @@ class SQLiteQueues(SQLiteBase):
             raise self._lease_lost(conn, group, topic, partition, pid, offset)
 
     def _update_lease(
-        self, sql: str, params: tuple, group: str, topic: str, partition: int, offset: int
+        self, sql: str, params: tuple[Any, ...], group: str, topic: str, partition: int, offset: int
     ) -> None:
         pid = self._pid(topic, partition)
         with self._write() as db:

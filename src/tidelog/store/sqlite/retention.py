@@ -8,11 +8,10 @@ the write lock.
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any
 
-from ...errors import OffsetOutOfRange, UnknownTopic
-from ..base import Usage
+from ...errors import UnknownTopic
+from ..base import ScanRow, Usage
 from .base import OFFSET_BITS, OFFSET_SPAN, SQLiteBase
 
 
@@ -29,26 +28,9 @@ class SQLiteRetention(SQLiteBase):
             if cur.rowcount != 1:
                 raise UnknownTopic(f"topic {name!r} does not exist")
 
-    def removed_through(self, conn: sqlite3.Connection, pid: int) -> int:
-        row = conn.execute("SELECT removed_through FROM partitions WHERE id = ?", (pid,)).fetchone()
-        return row[0] if row else 0
-
-    def check_start(self, conn: sqlite3.Connection, topic: str, partition: int, pid: int, after: int) -> None:
-        """OffsetOutOfRange when `after` lies before what retention kept.
-
-        0 means "before the first record", whichever that is now: never out of range.
-        """
-        removed = self.removed_through(conn, pid)
-        if 0 < after < removed:
-            raise OffsetOutOfRange(
-                f"offset {after + 1} of {topic!r}/{partition} was removed by retention; "
-                f"the first available offset is {removed + 1}",
-                first=removed + 1,
-            )
-
     def scan(
         self, topic: str, partition: int, after: int, limit: int, with_meta: bool = False
-    ) -> list[tuple]:
+    ) -> list[ScanRow]:
         """(offset, timestamp, bytes, meta or None, value is JSON null) rows for a cleaner."""
         pid = self._pid(topic, partition)
         lo = pid << OFFSET_BITS
@@ -70,7 +52,7 @@ class SQLiteRetention(SQLiteBase):
                 "WHERE id > ?1 AND id < ?2",
                 (lo, lo + OFFSET_SPAN),
             ).fetchone()
-        return row[0]
+        return int(row[0])
 
     def consumption(self, topic: str, partition: int) -> Usage:
         """What the groups of a partition finished, for retention="consumed":
@@ -142,7 +124,7 @@ class SQLiteRetention(SQLiteBase):
                 "UPDATE partitions SET base_offset = max(base_offset, ?1) WHERE id = ?2", (max(offsets), pid)
             )
         self._checkpoint()
-        return size
+        return int(size)
 
     def _checkpoint(self) -> None:
         """Copy the WAL back into the file now, from the cleaner's thread.
@@ -153,7 +135,7 @@ class SQLiteRetention(SQLiteBase):
         this process's writer lock.
         """
         if not self.memory:
-            self._reader().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()  # type: ignore[attr-defined]
+            self._reader().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     def record_clean(self, topic: str, report: dict[str, Any]) -> None:
         with self._write() as db:
@@ -175,7 +157,7 @@ class SQLiteRetention(SQLiteBase):
                 # free a single page (each step frees one).
                 self._db.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
         self._checkpoint()
-        return free
+        return int(free)
 
     def file_bytes(self) -> int:
         if self.memory:
@@ -183,4 +165,4 @@ class SQLiteRetention(SQLiteBase):
         with self._read() as conn:
             count = conn.execute("PRAGMA page_count").fetchone()[0]
             size = conn.execute("PRAGMA page_size").fetchone()[0]
-        return count * size
+        return int(count * size)
