@@ -18,6 +18,7 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check --output-format concise src tests bench examples
 	$(VENV)/bin/ruff format --check src tests bench examples
+	$(VENV)/bin/mypy  # strict on the core and the stores, checked-untyped elsewhere (pyproject.toml)
 
 test: lint
 	$(PY) -m pytest -q

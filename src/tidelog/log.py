@@ -10,7 +10,7 @@ import itertools
 import random
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from .config import MAX_PARTITIONS, TopicConfig, check_int, check_name, check_txn
 from .errors import (
@@ -250,6 +250,12 @@ class Log:
         check_int("after", after, 0)
         check_int("limit", limit, 1, MAX_BATCH)
         return make_messages(topic, partition, self.store.read(topic, partition, after, limit))
+
+    @overload
+    def consumer(self, group: str, topics: None = None, **options: Any) -> Consumer: ...
+
+    @overload
+    def consumer(self, group: str, topics: Iterable[str], **options: Any) -> GroupConsumer: ...
 
     def consumer(
         self, group: str, topics: Iterable[str] | None = None, **options: Any

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from .errors import InvalidValue
 from .store.base import Row
@@ -67,6 +67,14 @@ def _valid_text(text: str) -> str:
         except UnicodeEncodeError:
             raise InvalidValue("value is not valid Unicode (it holds a lone surrogate)") from None
     return text
+
+
+@overload
+def encode_key(key: None) -> None: ...
+
+
+@overload
+def encode_key(key: bytes | str | bytearray | memoryview | int) -> bytes: ...
 
 
 def encode_key(key: Any) -> bytes | None:

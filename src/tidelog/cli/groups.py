@@ -96,7 +96,7 @@ def offsets(session: Session, group: str, topic: str, partition: int | None, off
         raise click.UsageError("--set needs --partition")
     log = session.log()
     check_partition(log.topic(topic), partition)
-    if offset is not None:
+    if offset is not None and partition is not None:
         # Checked here too so that a refused --set does not register a new group.
         last = log.describe(topic).partitions[partition].last_offset
         if offset > last:

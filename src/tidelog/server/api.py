@@ -29,7 +29,7 @@ def iso(ms: int) -> str:
 
 
 def _payload(stored: bytes | str, meta: bytes | None) -> Any:
-    if type(stored) is not bytes:
+    if not isinstance(stored, bytes):
         return stored if meta is not None and decode_meta(meta)[0] == FMT_TEXT else raw_json(stored)
     try:
         return stored.decode()

@@ -50,12 +50,11 @@ async def json_object(request: Request, max_body: int) -> dict[str, Any]:
     return body
 
 
+JSON_TYPES: dict[type, str] = {dict: "object", list: "array", str: "string"}
+
+
 def kind(value: Any) -> str:
-    return (
-        "null"
-        if value is None
-        else {dict: "object", list: "array", str: "string"}.get(type(value), type(value).__name__)
-    )
+    return "null" if value is None else JSON_TYPES.get(type(value), type(value).__name__)
 
 
 def field(

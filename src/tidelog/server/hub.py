@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..log import Log
 
@@ -28,7 +28,7 @@ class AppendHub:
         self._changed: set[Key | None] = set()
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop_listening = None
+        self._stop_listening: Callable[[], None] | None = None
         self.closed = False  # shutting down: long-polls answer at once, streams end
 
     def start(self) -> None:
@@ -55,7 +55,7 @@ class AppendHub:
         # Any thread. Appends by another process arrive as (None, None, None).
         key = None if topic is None else (topic, partition)
         with self._lock:
-            self._changed.add(key)  # type: ignore[arg-type]
+            self._changed.add(key)
             if self._scheduled:
                 return
             self._scheduled = True

@@ -53,7 +53,7 @@ RECORD_IN = {
     },
     "additionalProperties": False,
 }
-RECORD_OUT = {
+RECORD_OUT: dict[str, Any] = {
     "type": "object",
     "required": ["topic", "partition", "offset", "timestamp", "format", "value", "headers"],
     "properties": {

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..errors import ConfigurationError, LeaseLost, TidelogError
 from ..log import Log
+from ..records import BatchSent
 from ..streams import Add, Streams
 from .resp_codec import OK, PONG, RespError, bulk, encode, error, translate
 from .resp_commands import COMMANDS, NO_AUTH, NO_REPLY, arity_error, text
@@ -34,7 +35,9 @@ from .resp_commands import COMMANDS, NO_AUTH, NO_REPLY, arity_error, text
 try:
     import hiredis
 except ImportError:  # pragma: no cover - the extra is installed by make test
-    hiredis = None
+    HIREDIS = False
+else:
+    HIREDIS = True
 
 logger = logging.getLogger("tidelog.resp")
 
@@ -151,10 +154,11 @@ class Writer:
                 except Exception as e:  # noqa: BLE001 - refuses that PUBLISH alone
                     results[i] = e
         if prepared:
+            sent: list[BatchSent] | list[Exception]
             try:
                 sent = self.server.log.write([p for _, p in prepared])
             except Exception as e:  # noqa: BLE001
-                sent = [e] * len(prepared)
+                sent = [e] * len(prepared)  # each request gets the error
             for (i, _), s in zip(prepared, sent):
                 results[i] = s
         return results
@@ -168,7 +172,7 @@ class RespServer:
     """The state one Redis-protocol listener shares among its connections."""
 
     def __init__(self, log: Log, token: str | None = None):
-        if hiredis is None:
+        if not HIREDIS:
             raise ConfigurationError("the Redis protocol front needs hiredis: pip install 'tidelog[resp]'")
         self.log = log
         self.streams = Streams(log)

@@ -295,6 +295,7 @@ async def cmd_xadd(conn: Connection, args: list[bytes]) -> Any:
     pairs = args[i + 1 :]
     if not pairs or len(pairs) % 2:
         raise arity_error("xadd")
+    sid: tuple[int, int | None] | None
     if raw_id == b"*":
         sid = None
     elif raw_id.endswith(b"-*"):

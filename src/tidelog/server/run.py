@@ -51,11 +51,11 @@ def build_server(app: Any, host: str, port: int, tls_cert: str | None, tls_key: 
         "log_level": kw.pop("log_level", "warning"),
         "backlog": 2048,
     }
-    if tls_cert:
+    if tls_cert and tls_key:
         options.update(
             ssl_cert=Path(tls_cert),
             ssl_key=Path(tls_key),
-            ssl_protocol_min=SSLProtocols.tls12,  # type: ignore[arg-type]
+            ssl_protocol_min=SSLProtocols.tls12,
         )
     options.update(kw)
     return Server(app, **options)

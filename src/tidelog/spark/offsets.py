@@ -121,7 +121,7 @@ def resolve(
             out[tp] = b.first
         elif marker in ("latest", LATEST):
             out[tp] = b.next
-        else:
+        elif isinstance(marker, int):
             if marker > b.next:
                 raise OffsetOutOfRange(
                     f"offset {marker} for {tp[0]}/{tp[1]} is past its end (next offset {b.next})",

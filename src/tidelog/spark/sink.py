@@ -84,9 +84,10 @@ def check_schema(schema: StructType, options: SinkOptions) -> None:
         raise ConfigurationError("the tidelog sink needs option topic, or a column topic naming one per row")
     if "headers" in names:
         h = names["headers"]
-        ok = isinstance(h, ArrayType) and isinstance(h.elementType, StructType)
-        if ok:
-            inner = {f.name: f.dataType for f in h.elementType.fields}
+        element = h.elementType if isinstance(h, ArrayType) else None
+        ok = isinstance(element, StructType)
+        if isinstance(element, StructType):
+            inner = {f.name: f.dataType for f in element.fields}
             ok = isinstance(inner.get("key"), StringType) and isinstance(inner.get("value"), text_or_bytes)
         if not ok:
             raise ConfigurationError("column headers must be array<struct<key: string, value: binary>>")
@@ -107,8 +108,16 @@ class BatchWriter(DataSourceArrowWriter):
         self.write_id = uuid.uuid4().hex  # drawn once, on the driver, for the whole write
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
-        txn = f"spark-write:{self.write_id}:{TaskContext.get().partitionId()}"
+        txn = f"spark-write:{self.write_id}:{_task().partitionId()}"
         return write_task(self.options, iterator, txn)
+
+
+def _task() -> TaskContext:
+    """The running task's context (writers run in Spark tasks only)."""
+    task = TaskContext.get()
+    if task is None:
+        raise ConfigurationError("the tidelog sink's writers run inside Spark tasks only")
+    return task
 
 
 class StreamWriter(DataSourceStreamArrowWriter):
@@ -120,7 +129,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
-        task = TaskContext.get()
+        task = _task()
         query, batch = task.getLocalProperty(QUERY_ID), task.getLocalProperty(BATCH_ID)
         if query is None or batch is None:
             raise ConfigurationError("the tidelog stream sink runs inside a streaming query only")

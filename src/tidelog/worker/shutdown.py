@@ -102,5 +102,5 @@ class Shutdown:
         try:
             yield install
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)  # a handler, SIG_DFL or SIG_IGN, as it was
