@@ -27,7 +27,11 @@ CONSUMER = textwrap.dedent(
     log = tidelog.open(url)
 
     def say(*words):
-        print(f"{{time.time():.6f}}", name, *words, flush=True)
+        # One write a line: print() writes its parts apart, and the heartbeat
+        # thread's on_assign / on_revoke may print beside the main loop.
+        line = " ".join([f"{{time.time():.6f}}", name, *map(str, words)]) + "\n"
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
     consumer = None
 

@@ -20,7 +20,6 @@ import os
 import secrets
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +27,7 @@ from .assignors import ASSIGNORS
 from .config import check_int, check_name
 from .coordinator import rebalance
 from .errors import GroupError, InvalidRequest, NotAssigned, OffsetOutOfRange, StaleGeneration
+from .notify import long_poll
 from .positions import check_auto_reset, reset_position
 from .records import Message, make_messages
 from .store.base import GroupMember, GroupSync
@@ -232,16 +232,14 @@ class GroupConsumer:
             raise InvalidRequest(f"max_messages must be a positive integer, got {max_messages!r}")
         if self._closed:
             raise GroupError("this consumer is closed")
-        deadline = time.monotonic() + max(0.0, timeout)
         notifier = self.log.notifier
-        while True:
+
+        def read() -> list[Message]:
             self._release_revoked()
-            seen = notifier.version()
-            out = self._fetch(max_messages)
-            left = deadline - time.monotonic()
-            if out or left <= 0:
-                return out
-            notifier.wait(seen, min(left, 0.5))
+            return self._fetch(max_messages)
+
+        # Half a second at most between reads: revoked partitions are released from here.
+        return long_poll(read, max(0.0, timeout), notifier.version, notifier.wait, due_in=lambda _: 0.5)
 
     def _fetch(self, max_messages: int) -> list[Message]:
         with self._lock:

@@ -23,7 +23,7 @@ from .errors import (
     UnknownTopic,
 )
 from .groups import Group, GroupConsumer
-from .notify import AppendNotifier, Listener
+from .notify import AppendNotifier, Listener, long_poll
 from .partitioner import partition_for_key
 from .positions import check_auto_reset, reset_position
 from .queues import Queue
@@ -231,15 +231,14 @@ class Log:
         seconds pass; True when there is one. Wakes on the append, not on a tick."""
         check_name("topic", topic)
         check_int("partition", partition, 0)
-        deadline = time.monotonic() + max(0.0, timeout)
-        while True:
-            seen = self.notifier.version()
-            if self.store.read(topic, partition, after, 1):
-                return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            self.notifier.wait(seen, left)
+        return bool(
+            long_poll(
+                lambda: self.store.read(topic, partition, after, 1),
+                max(0.0, timeout),
+                self.notifier.version,
+                self.notifier.wait,
+            )
+        )
 
     # reading -----------------------------------------------------------------
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from .store.base import Watchable
 
@@ -81,3 +81,70 @@ class AppendNotifier:
             self._watch_started = True
             if isinstance(self._store, Watchable):
                 self._store.watch(self.notify)
+
+
+T = TypeVar("T")
+
+
+def long_poll(
+    read: Callable[[], T],
+    wait: float,
+    version: Callable[[], int],
+    block: Callable[[int, float], object],
+    *,
+    found: Callable[[T], object] = bool,
+    due_in: Callable[[T], float | None] | None = None,
+) -> T:
+    """Call `read` until it finds something (`found(result)`) or `wait` seconds pass.
+
+    Between reads, `block(seen, seconds)` sleeps until an append moves
+    `version()` past `seen` (so an append during a read is never missed) or
+    until `due_in(result)` seconds, when something held back falls due.
+    A `block` that answers False timed out with nothing new: that ends the
+    wait when it was the last pause. Every wait in tidelog is this loop: the
+    Python API's on the notifier, the server's on its wake-up hub
+    (`along_poll`).
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        seen = version()
+        result = read()
+        pause = _pause(result, deadline, found, due_in)
+        if pause is None:
+            return result
+        if block(seen, pause[0]) is False and pause[1]:
+            return result
+
+
+async def along_poll(
+    read: Callable[[], Awaitable[T]],
+    wait: float,
+    version: Callable[[], int],
+    block: Callable[[int, float], Awaitable[object]],
+    *,
+    found: Callable[[T], object] = bool,
+    due_in: Callable[[T], float | None] | None = None,
+) -> T:
+    """`long_poll` on an event loop: `read` and `block` are awaited."""
+    deadline = time.monotonic() + wait
+    while True:
+        seen = version()
+        result = await read()
+        pause = _pause(result, deadline, found, due_in)
+        if pause is None:
+            return result
+        if await block(seen, pause[0]) is False and pause[1]:
+            return result
+
+
+def _pause(
+    result: T, deadline: float, found: Callable[[T], object], due_in: Callable[[T], float | None] | None
+) -> tuple[float, bool] | None:
+    """(seconds to wait, whether that is the rest of the wait), or None to stop."""
+    left = deadline - time.monotonic()
+    if found(result) or left <= 0:
+        return None
+    due = None if due_in is None else due_in(result)
+    if due is not None and due < left:
+        return max(0.001, due), False
+    return left, True

@@ -10,12 +10,12 @@ the records waiting now, `delay=` schedules it.
 from __future__ import annotations
 
 import secrets
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .config import check_int, check_name
 from .errors import ConfigurationError, InvalidRequest
+from .notify import long_poll
 from .records import (
     BatchSent,
     Headers,
@@ -252,19 +252,17 @@ class Queue:
             visibility = _seconds("visibility_timeout", visibility_timeout, MAX_VISIBILITY_S)
             if visibility == 0:
                 raise InvalidRequest("visibility_timeout must be more than 0 seconds")
-        deadline = time.monotonic() + wait
         notifier = self.log.notifier
-        while True:
-            seen = notifier.version()
-            got, next_due = self._receive_once(max_messages, int(visibility * 1000))
-            left = deadline - time.monotonic()
-            if got or left <= 0:
-                return got
-            # Wake on an append, or when a delayed or leased record falls due.
-            pause = left
-            if next_due is not None:
-                pause = min(pause, max(0.001, (next_due - self.log.clock()) / 1000))
-            notifier.wait(seen, pause)
+        # Wake on an append, or when a delayed or leased record falls due.
+        got, _ = long_poll(
+            lambda: self._receive_once(max_messages, int(visibility * 1000)),
+            wait,
+            notifier.version,
+            notifier.wait,
+            found=lambda r: r[0],
+            due_in=lambda r: None if r[1] is None else (r[1] - self.log.clock()) / 1000,
+        )
+        return got
 
     def poll(
         self, max_messages: int = 1, visibility_timeout: float | None = None

@@ -7,7 +7,6 @@ Topics here have one partition and ids are its offsets. A group's
 from __future__ import annotations
 
 import base64
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,7 +16,8 @@ from starlette.routing import Route
 
 from ..config import check_name
 from ..errors import InvalidRequest, UnknownTopic
-from ..records import FMT_TEXT, decode_meta
+from ..notify import along_poll
+from ..records import FMT_TEXT, Message, decode_meta
 from .bodies import field, int_field, json_object, query_int, query_str, query_wait
 from .context import ctx_of, json_response, raw_json
 
@@ -74,18 +74,18 @@ async def pull(request: Request) -> Response:
     group = check_name("group", query_str(request, "group"))
     batch = query_int(request, "batch", 10, 1, MAX_PULL)
     wait = query_wait(request, ctx.settings.max_wait)
-    deadline = time.monotonic() + wait
 
-    def read():
+    def read() -> tuple[int, list[Message]]:
         committed = ctx.consumer(group).committed(topic, 0)
         return committed, ctx.log.read(topic, 0, committed, batch)
 
-    while True:
-        seq = ctx.hub.seq
-        committed, msgs = await ctx.run(read)
-        left = deadline - time.monotonic()
-        if msgs or left <= 0 or not await ctx.hub.wait([(topic, 0)], seq, left):
-            break
+    committed, msgs = await along_poll(
+        lambda: ctx.run(read),
+        wait,
+        lambda: ctx.hub.seq,
+        lambda seq, left: ctx.hub.wait([(topic, 0)], seq, left),
+        found=lambda r: r[1],
+    )
     ctx.metrics.records_read(topic, len(msgs))
     messages = [{"id": m[0], "payload": _payload(m[2], m[3]), "createdAt": iso(m[1])} for m in msgs]
     return json_response({"messages": messages, "lastAckedId": committed})

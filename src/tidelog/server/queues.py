@@ -9,7 +9,6 @@ carry an opaque receipt token (see `receipts`).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from starlette.requests import Request
@@ -19,6 +18,7 @@ from starlette.routing import Route
 from ..config import check_name
 from ..errors import InvalidRequest, LeaseLost, TidelogError
 from ..log import MAX_BATCH
+from ..notify import along_poll
 from ..queues import MAX_RECEIVE, MAX_VISIBILITY_S, Delivery, Queue
 from ..wire import record_in, row_to_wire
 from . import receipts
@@ -61,16 +61,14 @@ async def receive_deliveries(
     Wakes on an append to the topic, or when a delayed, released or expired
     record falls due (the `next_due` the store reports), never on a tick.
     """
-    deadline = time.monotonic() + wait
-    while True:
-        seq = ctx.hub.seq
-        got, next_due = await ctx.run(queue.poll, limit, visibility)
-        left = deadline - time.monotonic()
-        if got or left <= 0:
-            return got, next_due
-        if next_due is not None:
-            left = min(left, max(0.001, (next_due - ctx.log.clock()) / 1000))
-        await ctx.hub.wait([(queue.topic, None)], seq, left)
+    return await along_poll(
+        lambda: ctx.run(queue.poll, limit, visibility),
+        wait,
+        lambda: ctx.hub.seq,
+        lambda seq, left: ctx.hub.wait([(queue.topic, None)], seq, left),
+        found=lambda r: r[0],
+        due_in=lambda r: None if r[1] is None else (r[1] - ctx.log.clock()) / 1000,
+    )
 
 
 # routes ----------------------------------------------------------------------------

@@ -7,8 +7,8 @@ calls run on the context's threads.
 
 from __future__ import annotations
 
-import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -17,6 +17,7 @@ from starlette.routing import Route
 from ..config import check_name, check_txn
 from ..errors import InvalidRequest, UnknownGroup, UnknownTopic
 from ..log import MAX_BATCH, Message
+from ..notify import along_poll
 from ..records import BatchSent
 from ..store.base import TopicInfo
 from ..wire import record_in, row_to_wire
@@ -240,15 +241,14 @@ async def produce_batches(request: Request) -> Response:
 # reads -----------------------------------------------------------------------------
 
 
-async def long_poll(ctx: Context, keys: list[tuple[str, int]], wait: float, read) -> Any:
+T = TypeVar("T")
+
+
+async def long_poll(ctx: Context, keys: list[tuple[str, int]], wait: float, read: Callable[[], T]) -> T:
     """Call `read` (blocking, on a thread) until it finds records or `wait` passes."""
-    deadline = time.monotonic() + wait
-    while True:
-        seq = ctx.hub.seq
-        result = await ctx.run(read)
-        left = deadline - time.monotonic()
-        if result or left <= 0 or not await ctx.hub.wait(keys, seq, left):
-            return result
+    return await along_poll(
+        lambda: ctx.run(read), wait, lambda: ctx.hub.seq, lambda seq, left: ctx.hub.wait(keys, seq, left)
+    )
 
 
 async def read_partition(request: Request) -> Response:
