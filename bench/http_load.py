@@ -32,7 +32,7 @@ import time
 
 import httpx
 
-from tidelog.server.thread import free_port
+from tidelog.server.http.thread import free_port
 
 PUBLISH_BODY = json.dumps({"payload": {"orderId": 123, "amount": 45.5, "currency": "EUR"}})
 BATCH = 100
@@ -48,7 +48,7 @@ def serve_trivial(port: int) -> None:
     from starlette.responses import Response
     from starlette.routing import Route
 
-    from tidelog.server.run import build_server
+    from tidelog.server.http.run import build_server
 
     async def trivial(request: Request) -> Response:
         return Response(b'{"ok":true}', media_type="application/json")

@@ -26,7 +26,7 @@ import httpx
 import websockets
 
 import tidelog  # noqa: E402
-from tidelog.server.thread import free_port  # noqa: E402
+from tidelog.server.http.thread import free_port  # noqa: E402
 
 VALUE = os.urandom(100)
 
@@ -37,7 +37,7 @@ TRIVIAL = """
 import uvloop
 from starlette.applications import Starlette
 from starlette.routing import WebSocketRoute
-from tidelog.server.run import build_server
+from tidelog.server.http.run import build_server
 
 MSG = '{"msg":"%s","dackCount":0,"partition":0,"offset":1,"deliveryCount":1}'
 

@@ -24,7 +24,7 @@ def serve(tmp_path):
     serve(**options) -> ServerThread; every server started is stopped after the test.
     """
     try:
-        from tidelog.server.thread import ServerThread
+        from tidelog.server.http.thread import ServerThread
     except ImportError as e:
         need_service("the tidelog server", f"{e}; pip install 'tidelog[server,client]'")
     started = []

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 schemathesis = pytest.importorskip("schemathesis")
-from tidelog.server.openapi import spec  # noqa: E402
+from tidelog.server.http.openapi import spec  # noqa: E402
 
 schema = (
     schemathesis.openapi.from_dict(spec())
@@ -23,7 +23,7 @@ schema = (
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from tidelog.server.thread import ServerThread
+    from tidelog.server.http.thread import ServerThread
 
     server = ServerThread(str(tmp_path_factory.mktemp("fuzz") / "fuzz.db"), max_wait=0.05).start()
     with httpx.Client(base_url=server.url) as http:

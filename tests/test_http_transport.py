@@ -67,7 +67,7 @@ def test_tls_with_http2_and_http1(serve, tls_files, monkeypatch):
 
 
 def test_serve_in_a_real_process(tmp_path):
-    from tidelog.server.thread import free_port
+    from tidelog.server.http.thread import free_port
 
     db = tmp_path / "proc.db"
     port = free_port()

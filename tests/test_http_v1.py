@@ -374,7 +374,7 @@ def test_openapi_describes_every_route_and_docs_are_served(server, http):
     assert spec["openapi"].startswith("3.")
     from starlette.routing import Route, WebSocketRoute
 
-    from tidelog.server.app import create_app
+    from tidelog.server.http.app import create_app
 
     app = create_app(":memory:")
     served = {
@@ -415,7 +415,7 @@ def test_concurrent_produce_requests_share_commits(server):
 
 def test_writer_retries_members_alone_when_the_combined_write_fails(tmp_path):
     """One request whose batch cannot be written must not fail the others of its group commit."""
-    from tidelog.server.writer import GroupCommitWriter
+    from tidelog.server.runtime.writer import GroupCommitWriter
 
     log = tidelog.open(str(tmp_path / "w.db"), auto_create=False)
     log.create_topic("keep")

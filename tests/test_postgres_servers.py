@@ -12,7 +12,7 @@ import pytest
 
 import tidelog
 from pgschema import postgres_schema
-from tidelog.server.thread import free_port
+from tidelog.server.http.thread import free_port
 
 pytestmark = pytest.mark.slow
 

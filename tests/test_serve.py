@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from tidelog.server.thread import free_port
+from tidelog.server.http.thread import free_port
 
 redis = pytest.importorskip("redis")
 pytest.importorskip("hiredis")

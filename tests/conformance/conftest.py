@@ -57,7 +57,7 @@ def _http(tmp_path: Any) -> Iterator[str]:
     # A real server (granian, on a free loopback port, in a thread) over a
     # fresh SQLite file: the whole contract runs through http:// too.
     try:
-        from tidelog.server.thread import ServerThread
+        from tidelog.server.http.thread import ServerThread
     except ImportError as e:
         need_service("the tidelog server", f"{e}; pip install 'tidelog[server,client]'")
     clock = FollowClock()

@@ -1,5 +1,9 @@
 """Network fronts over a Log: the HTTP server (`serve(url)` runs it, `create_app(log_or_url)`
-builds the ASGI app) and the Redis protocol (resp.py).
+builds the ASGI app, `ServerThread` runs it in a thread) and the Redis protocol (`resp`).
+
+    runtime/  what the fronts share: the group-commit writer and the append wake-up hub
+    http/     the Starlette app: routes per resource, the seeds' compat routes, run, thread
+    resp/     the Redis protocol: server, commands, codec, `python -m tidelog.server.resp`
 
 Needs the server extra: pip install 'tidelog[server]'.
 """
@@ -25,9 +29,9 @@ def _need_extra() -> None:
 
 
 def create_app(log_or_url: Any, token: str | None = None, **kw: Any) -> Any:
-    """The ASGI app over a Log or a store URL (see `tidelog.server.app.create_app`)."""
+    """The ASGI app over a Log or a store URL (see `tidelog.server.http.app.create_app`)."""
     _need_extra()
-    from .app import create_app as _create_app
+    from .http.app import create_app as _create_app
 
     return _create_app(log_or_url, token, **kw)
 
@@ -42,11 +46,21 @@ def serve(
     max_body: int = 8 << 20,
     **kw: Any,
 ) -> None:
-    """Serve the log at `url` (blocking) until SIGINT or SIGTERM; see `tidelog.server.run.serve`."""
+    """Serve the log at `url` (blocking) until SIGINT or SIGTERM; see `tidelog.server.http.run.serve`."""
     _need_extra()
-    from .run import serve as _serve
+    from .http.run import serve as _serve
 
     _serve(url, host, port, token, tls_cert, tls_key, max_body, **kw)
 
 
-__all__ = ["create_app", "serve"]
+def __getattr__(name: str) -> Any:
+    # ServerThread needs the extra; import it when asked for, not with tidelog.server.
+    if name == "ServerThread":
+        _need_extra()
+        from .http.thread import ServerThread
+
+        return ServerThread
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["ServerThread", "create_app", "serve"]

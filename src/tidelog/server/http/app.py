@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Callable
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
-from ..log import Log
-from . import api, members, ops, publish, queues, retention, stream, subscribe, v1
+from ...log import Log
+from . import compat, members, ops, queues, retention, stream, subscribe, v1
 from .auth import BearerAuth
 from .context import DEFAULT_CLEAN_INTERVAL_S, DEFAULT_MAX_BODY, MAX_WAIT_S, Context, Settings
 from .errors import HANDLERS
@@ -34,7 +34,7 @@ def create_app(
     A background cleaner applies retention every `clean_interval` seconds
     (0: never; `POST /v1/clean` still cleans on demand).
     """
-    from .. import open as open_log
+    from ... import open as open_log
 
     if isinstance(log_or_url, Log):
         # A view of the caller's store with auto-create off; the caller closes it.
@@ -70,8 +70,7 @@ def create_app(
     app = Starlette(
         routes=[
             *ops.routes,
-            *api.routes,
-            *publish.routes,
+            *compat.routes,
             *v1.routes,
             *members.routes,
             *retention.routes,

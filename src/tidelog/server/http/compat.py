@@ -1,7 +1,11 @@
-"""The small pub/sub API under /api, in the shape existing clients send verbatim.
+"""The seed systems' routes, in the shapes their clients send verbatim.
 
-Topics here have one partition and ids are its offsets. A group's
-`lastAckedId` is its committed offset on partition 0.
+/api: the small pub/sub API. Topics here have one partition and ids are its
+offsets; a group's `lastAckedId` is its committed offset on partition 0.
+
+POST /publish/{topic}: the raw request body is the value, stored as bytes
+(miniqueue's publish). Its /subscribe/{topic} WebSocket lives in
+subscribe.py: the delivery pump is a concept of its own.
 """
 
 from __future__ import annotations
@@ -14,12 +18,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..config import check_name
-from ..errors import InvalidRequest, UnknownTopic
-from ..notify import along_poll
-from ..records import FMT_TEXT, Message, decode_meta
-from .bodies import field, int_field, json_object, query_int, query_str, query_wait
-from .context import ctx_of, json_response, raw_json
+from ...config import check_name
+from ...errors import InvalidRequest, UnknownTopic
+from ...notify import along_poll
+from ...records import FMT_TEXT, Message, decode_meta
+from .bodies import field, int_field, json_object, query_int, query_str, query_wait, read_body
+from .responses import ctx_of, json_response, raw_json
 
 MAX_PULL = 1000
 
@@ -107,9 +111,31 @@ async def ack(request: Request) -> Response:
     return json_response({"group": group, "topic": topic, "lastAckedId": committed})
 
 
+async def publish_raw(request: Request) -> Response:
+    ctx = ctx_of(request)
+    topic = check_name("topic", request.path_params["topic"])
+    partition = query_int(request, "partition", -1, 0)
+    key = query_str(request, "key", required=False)
+    value = await read_body(request, ctx.settings.max_body)
+    producer = ctx.producer(None)
+    (sent,) = await ctx.writer.write(
+        lambda: [producer.prepare(topic, [value], key=key, partition=None if partition < 0 else partition)]
+    )
+    return json_response(
+        {
+            "topic": topic,
+            "partition": sent.partition,
+            "offset": sent.first_offset,
+            "timestamp": sent.timestamp,
+        },
+        201,
+    )
+
+
 routes = [
     Route("/api/topics", create_topic, methods=["POST"]),
     Route("/api/topics/{name}/publish", publish, methods=["POST"]),
     Route("/api/topics/{name}/pull", pull, methods=["GET"]),
     Route("/api/topics/{name}/ack", ack, methods=["POST"]),
+    Route("/publish/{topic}", publish_raw, methods=["POST"]),
 ]

@@ -24,16 +24,18 @@ import asyncio
 import base64
 import logging
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
 
-from ..config import check_name
-from ..errors import InvalidRequest, LeaseLost, TidelogError
-from ..queues import Delivery, Queue
-from .context import Context
+from ...config import check_name
+from ...errors import InvalidRequest, LeaseLost, TidelogError
+from ...queues import Delivery, Queue
+
+if TYPE_CHECKING:
+    from .context import Context  # the context holds the pumps: a type here, no import
 
 log = logging.getLogger("tidelog.server")
 

@@ -9,16 +9,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import orjson
-from starlette.requests import Request
-from starlette.responses import Response
-
-from ..log import Consumer, Log, Producer
-from ..queues import Queue
-from ..retention import Cleaner
-from .hub import AppendHub
+from ...log import Consumer, Log, Producer
+from ...notify import along_poll
+from ...queues import Queue
+from ...retention import Cleaner
+from ..runtime.hub import AppendHub
+from ..runtime.writer import GroupCommitWriter
+from .members import Members
 from .metrics import Metrics
-from .writer import GroupCommitWriter
+from .subscribe import Pumps
 
 T = TypeVar("T")
 
@@ -52,11 +51,7 @@ class Context:
         self._groups: set[str] = set()
         self._queues: dict[tuple[str, str], Queue] = {}
         self.cleaner: Cleaner | None = None
-        from .subscribe import Pumps  # subscribe imports this module
-
         self.pumps = Pumps(self)
-        from .members import Members
-
         self.members = Members()
         self._queue_log = Log(log.store, auto_create=True, clock=log.clock)
         self._queue_log.notifier = log.notifier  # one set of wake-ups for both views
@@ -81,6 +76,16 @@ class Context:
         """Run a blocking core call off the event loop."""
         call = functools.partial(fn, *args, **kwargs) if kwargs else (lambda: fn(*args))
         return await asyncio.get_running_loop().run_in_executor(self.pool, call)
+
+    async def long_poll(self, keys: list[tuple[str, int]], wait: float, read: Callable[[], T]) -> T:
+        """Call `read` (blocking, on a thread) until it finds records or `wait` passes;
+        wakes on an append to one of `keys`."""
+        return await along_poll(
+            lambda: self.run(read),
+            wait,
+            lambda: self.hub.seq,
+            lambda seq, left: self.hub.wait(keys, seq, left),
+        )
 
     def producer(self, id: str | None) -> Producer:
         # One producer per id, so keyless sends keep spreading round-robin.
@@ -126,15 +131,3 @@ class Context:
         """Drop cached handles on a deleted topic (a new topic of that name starts afresh)."""
         for key in [k for k in self._queues if k[0] == topic]:
             del self._queues[key]
-
-
-def ctx_of(request: Request) -> Context:
-    return request.app.state.ctx
-
-
-def raw_json(text: str) -> orjson.Fragment:
-    return orjson.Fragment(text)
-
-
-def json_response(data: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(data), status, media_type="application/json")

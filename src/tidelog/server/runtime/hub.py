@@ -13,7 +13,7 @@ import asyncio
 import threading
 from collections.abc import Callable, Iterable
 
-from ..log import Log
+from ...log import Log
 
 Key = tuple[str, int | None]  # (topic, None) waits for any partition of the topic
 

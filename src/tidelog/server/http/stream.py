@@ -18,10 +18,10 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from ..config import check_name
-from ..wire import row_to_wire
+from ...config import check_name
+from ...wire import row_to_wire
 from .bodies import query_bool, query_int, query_str
-from .context import ctx_of, raw_json
+from .responses import ctx_of, raw_json
 
 BATCH = 500
 

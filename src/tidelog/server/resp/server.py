@@ -14,23 +14,21 @@ notice a client that hangs up meanwhile.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import functools
 import itertools
 import logging
-import signal
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..errors import ConfigurationError, LeaseLost, TidelogError
-from ..log import Log
-from ..records import BatchSent
-from ..streams import Add, Streams
-from .resp_codec import OK, PONG, RespError, bulk, encode, error, translate
-from .resp_commands import COMMANDS, NO_AUTH, NO_REPLY, arity_error, text
+from ...errors import ConfigurationError, LeaseLost, TidelogError
+from ...log import Log
+from ...records import BatchSent
+from ...streams import Add, Streams
+from .codec import OK, PONG, RespError, bulk, encode, error, translate
+from .commands import COMMANDS, NO_AUTH, NO_REPLY, arity_error, text
 
 try:
     import hiredis
@@ -544,40 +542,3 @@ async def start_resp_server(
     bound one is `server.sockets[0].getsockname()[1]`). With a token, clients
     must AUTH with it (any user name but `default` is refused)."""
     return await RespServer(log, token).start(host, port)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m tidelog.server.resp", description=__doc__.splitlines()[0]
-    )
-    parser.add_argument("--db", default="tidelog.db", help="a tidelog.open URL (default tidelog.db)")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
-    parser.add_argument("--token", default=None, help="require AUTH with this token")
-    args = parser.parse_args(argv)
-
-    import tidelog
-
-    async def serve() -> None:
-        log = tidelog.open(args.db)
-        server = await start_resp_server(log, args.host, args.port, args.token)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        port = server.sockets[0].getsockname()[1]
-        print(f"tidelog RESP listening on {args.host}:{port}", flush=True)
-        await stop.wait()
-        await stop_resp_server(server)
-        log.close()
-
-    try:
-        import uvloop  # the resp extra: libuv's loop roughly halves the cost of each request
-    except ImportError:  # pragma: no cover
-        asyncio.run(serve())
-    else:
-        uvloop.run(serve())
-
-
-if __name__ == "__main__":
-    main()

@@ -20,19 +20,21 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..config import MAX_PARTITIONS, check_name
-from ..errors import InvalidRequest, StaleGeneration
-from ..groups import GroupConsumer
-from ..log import MAX_BATCH
+from ...config import MAX_PARTITIONS, check_name
+from ...errors import InvalidRequest, StaleGeneration
+from ...groups import GroupConsumer
+from ...log import MAX_BATCH
 from .bodies import field, int_field, json_object, no_unknown, number_field
-from .context import Context, ctx_of, json_response
-from .v1 import long_poll, messages_out
+from .responses import ctx_of, json_response, messages_out
+
+if TYPE_CHECKING:
+    from .context import Context  # the context holds the members: a type here, no import
 
 DEFAULT_SESSION_S = 10.0
 SWEEP_EVERY_S = 5.0
@@ -176,7 +178,7 @@ async def poll(request: Request) -> Response:
     handle = ctx.members.get(group, member)
     # A long-poll never outlasts a third of the session: the member must heartbeat.
     wait = min(wait, ctx.settings.max_wait, handle.session_ms / 3000)
-    msgs = await long_poll(ctx, handle.assignment(), wait, lambda: handle.poll(timeout=0, max_messages=limit))
+    msgs = await ctx.long_poll(handle.assignment(), wait, lambda: handle.poll(timeout=0, max_messages=limit))
     for topic in {m.topic for m in msgs}:
         ctx.metrics.records_read(topic, sum(m.topic == topic for m in msgs))
     return json_response({**view(handle), "records": messages_out(msgs)})

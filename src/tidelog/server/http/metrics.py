@@ -14,9 +14,9 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ..errors import UnknownTopic
-from ..log import Log
-from ..records import BatchSent
+from ...errors import UnknownTopic
+from ...log import Log
+from ...records import BatchSent
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 from starlette.requests import Request
 
-from ..errors import InvalidRequest
+from ...errors import InvalidRequest
 from .errors import BodyTooLarge
 
 # orjson reads integers past 64 bits as floats; such bodies go through the

@@ -18,10 +18,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..config import check_name
-from ..retention import DEFAULT_CHUNK, CleanReport
+from ...config import check_name
+from ...retention import DEFAULT_CHUNK, CleanReport
 from .bodies import field, json_object, no_unknown, query_int
-from .context import ctx_of, json_response
+from .responses import ctx_of, json_response
 from .v1 import topic_out
 
 MAX_CHUNK = 100_000

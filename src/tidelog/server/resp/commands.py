@@ -14,10 +14,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__
-from ..errors import InvalidStreamId, UnknownGroup, UnknownTopic
-from ..streams import MAX_ID, ZERO, Add, Entry, StreamId, parse_id
-from .resp_codec import (
+from ... import __version__
+from ...errors import InvalidStreamId, UnknownGroup, UnknownTopic
+from ...streams import MAX_ID, ZERO, Add, Entry, StreamId, parse_id
+from .codec import (
     NOT_INTEGER,
     NULL_ARRAY,
     SYNTAX,
@@ -28,7 +28,7 @@ from .resp_codec import (
 )
 
 if TYPE_CHECKING:
-    from .resp import Connection
+    from .server import Connection
 
 NO_REPLY = object()  # the handler wrote its replies itself
 OK = Simple("OK")

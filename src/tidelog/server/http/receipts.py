@@ -23,10 +23,10 @@ import binascii
 import re
 from typing import NamedTuple
 
-from ..config import MAX_PARTITIONS, NAME_RE
-from ..errors import LeaseLost
-from ..queues import Delivery
-from ..records import make_message
+from ...config import MAX_PARTITIONS, NAME_RE
+from ...errors import LeaseLost
+from ...queues import Delivery
+from ...records import make_message
 
 _RECEIPT = re.compile(r"[0-9a-f]{1,64}")
 MAX_TOKEN = 1024

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any
 
-from ..errors import ConfigurationError
+from ...errors import ConfigurationError
 from .app import create_app
 from .run import build_server, stop_server
 

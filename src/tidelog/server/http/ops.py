@@ -10,8 +10,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from swagger_ui_bundle import swagger_ui_path
 
-from .context import ctx_of
 from .openapi import spec
+from .responses import ctx_of
 
 _SPEC = orjson.dumps(spec())
 

@@ -16,8 +16,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigurationError
-from ..log import Log
+from ...errors import ConfigurationError
+from ...log import Log
 from .app import create_app
 from .context import DEFAULT_MAX_BODY
 
@@ -111,14 +111,14 @@ def serve(
         loop = asyncio.get_running_loop()
         resp = None
         if resp_port:
-            from .resp import start_resp_server
+            from ..resp import start_resp_server
 
             resp = await start_resp_server(resp_log(app), host, resp_port, token)
         stopping: list[asyncio.Task] = []
 
         async def stop() -> None:
             if resp is not None:  # first: it uses the log the app closes when it stops
-                from .resp import stop_resp_server
+                from ..resp import stop_resp_server
 
                 await stop_resp_server(resp)
             stop_server(app, server)

@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..errors import (
+from ...errors import (
     Closed,
     ConfigurationError,
     Conflict,

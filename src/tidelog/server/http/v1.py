@@ -7,22 +7,21 @@ calls run on the context's threads.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..config import check_name, check_txn
-from ..errors import InvalidRequest, UnknownGroup, UnknownTopic
-from ..log import MAX_BATCH, Message
-from ..notify import along_poll
-from ..records import BatchSent
-from ..store.base import TopicInfo
-from ..wire import record_in, row_to_wire
+from ...config import check_name, check_txn
+from ...errors import InvalidRequest, UnknownGroup, UnknownTopic
+from ...log import MAX_BATCH, Message
+from ...records import BatchSent
+from ...store.base import TopicInfo
+from ...wire import record_in
 from .bodies import field, int_field, json_object, no_unknown, path_int, query_int, query_str, query_wait
-from .context import Context, ctx_of, json_response, raw_json
+from .members import member_commit
+from .responses import ctx_of, json_response, messages_out
 
 MAX_READ = 10_000
 DEFAULT_READ = 100
@@ -30,10 +29,6 @@ DEFAULT_READ = 100
 
 def topic_out(info: TopicInfo) -> dict[str, Any]:
     return {"name": info.name, "partitions": info.partitions, "config": info.config, "created": info.created}
-
-
-def messages_out(msgs: list[Message]) -> list[dict[str, Any]]:
-    return [row_to_wire(m.topic, m.partition, m, raw_json) for m in msgs]
 
 
 def _topic(request: Request) -> str:
@@ -167,8 +162,7 @@ async def produce(request: Request) -> Response:
         for route, (_, values) in groups.items():
             partition = route[1] if route[0] == "p" else None
             key = route[1] if route[0] == "k" else None
-            prepared = producer.prepare(topic, values, key=key, partition=partition)
-            out.append(prepared if stamp is None else prepared._replace(timestamp=stamp))
+            out.append(producer.prepare(topic, values, key=key, partition=partition, timestamp=stamp))
         return out
 
     sent = await ctx.writer.write(job)
@@ -230,8 +224,7 @@ async def produce_batches(request: Request) -> Response:
     def job():
         out = []
         for producer, topic, values, key, partition, stamp in plan:
-            prepared = producer.prepare(topic, values, key=key, partition=partition)
-            out.append(prepared if stamp is None else prepared._replace(timestamp=stamp))
+            out.append(producer.prepare(topic, values, key=key, partition=partition, timestamp=stamp))
         return out
 
     sent = await ctx.writer.write(job, txn)
@@ -241,16 +234,6 @@ async def produce_batches(request: Request) -> Response:
 # reads -----------------------------------------------------------------------------
 
 
-T = TypeVar("T")
-
-
-async def long_poll(ctx: Context, keys: list[tuple[str, int]], wait: float, read: Callable[[], T]) -> T:
-    """Call `read` (blocking, on a thread) until it finds records or `wait` passes."""
-    return await along_poll(
-        lambda: ctx.run(read), wait, lambda: ctx.hub.seq, lambda seq, left: ctx.hub.wait(keys, seq, left)
-    )
-
-
 async def read_partition(request: Request) -> Response:
     ctx = ctx_of(request)
     topic = _topic(request)
@@ -258,8 +241,8 @@ async def read_partition(request: Request) -> Response:
     after = query_int(request, "after", 0, 0)
     limit = query_int(request, "limit", DEFAULT_READ, 1, MAX_READ)
     wait = query_wait(request, ctx.settings.max_wait)
-    msgs = await long_poll(
-        ctx, [(topic, partition)], wait, lambda: ctx.log.read(topic, partition, after, limit)
+    msgs = await ctx.long_poll(
+        [(topic, partition)], wait, lambda: ctx.log.read(topic, partition, after, limit)
     )
     ctx.metrics.records_read(topic, len(msgs))
     return json_response({"records": messages_out(msgs)})
@@ -385,7 +368,7 @@ async def fetch(request: Request) -> Response:
                 break
         return out
 
-    msgs = await long_poll(ctx, [(topic, p) for p in partitions], wait, read)
+    msgs = await ctx.long_poll([(topic, p) for p in partitions], wait, read)
     ctx.metrics.records_read(topic, len(msgs))
     return json_response({"group": group, "records": messages_out(msgs)})
 
@@ -404,8 +387,6 @@ async def commit(request: Request) -> Response:
     group = _group(request)
     body = await json_object(request, ctx.settings.max_body)
     if "member_id" in body:
-        from .members import member_commit
-
         no_unknown(body, {"member_id", "generation", "topic", "partition", "offset"})
         return json_response(await member_commit(ctx, group, body))
     no_unknown(body, {"topic", "partition", "offset"})

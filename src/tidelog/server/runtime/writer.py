@@ -17,8 +17,8 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from ..log import Log, Prepared
-from ..records import BatchSent
+from ...log import Log, Prepared
+from ...records import BatchSent
 
 log = logging.getLogger("tidelog.server")
 

@@ -15,12 +15,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..config import check_name
-from ..errors import InvalidRequest, LeaseLost, TidelogError
-from ..log import MAX_BATCH
-from ..notify import along_poll
-from ..queues import MAX_RECEIVE, MAX_VISIBILITY_S, Delivery, Queue
-from ..wire import record_in, row_to_wire
+from ...config import check_name
+from ...errors import InvalidRequest, LeaseLost, TidelogError
+from ...log import MAX_BATCH
+from ...notify import along_poll
+from ...queues import MAX_RECEIVE, MAX_VISIBILITY_S, Delivery, Queue
+from ...wire import record_in, row_to_wire
 from . import receipts
 from .bodies import (
     field,
@@ -34,7 +34,8 @@ from .bodies import (
     query_wait,
     read_body,
 )
-from .context import Context, ctx_of, json_response, raw_json
+from .context import Context
+from .responses import ctx_of, json_response, raw_json
 
 MAX_DELIVERIES = 1 << 31
 
