@@ -113,7 +113,7 @@ def serve(
         if resp_port:
             from ..resp import start_resp_server
 
-            resp = await start_resp_server(resp_log(app), host, resp_port, token)
+            resp = await start_resp_server(resp_log(app), host, resp_port, token, hub=app.state.ctx.hub)
         stopping: list[asyncio.Task] = []
 
         async def stop() -> None:

@@ -27,6 +27,7 @@ from ...errors import ConfigurationError, LeaseLost, TidelogError
 from ...log import Log
 from ...records import BatchSent
 from ...streams import Add, Streams
+from ..runtime.hub import AppendHub
 from .codec import OK, PONG, RespError, bulk, encode, error, translate
 from .commands import COMMANDS, NO_AUTH, NO_REPLY, arity_error, text
 
@@ -62,43 +63,6 @@ class Deferred:
         self.future = future
         self.index = index
         self.reply = reply
-
-
-class Wakeups:
-    """Futures waiting for appends to topics, woken from the appending thread."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, log: Log):
-        self.loop = loop
-        self.waiting: dict[str, set[asyncio.Future]] = {}
-        self.stop = log.listen(self._on_append)
-
-    def _on_append(self, topic: str | None, partition: int | None, last: int | None) -> None:
-        # Runs on the appending thread. Nobody waiting is the common case:
-        # then no loop wake-up at all. A waiter registers before it reads,
-        # so an append it misses here is one its read sees.
-        if self.waiting and (topic is None or topic in self.waiting):
-            self.loop.call_soon_threadsafe(self._wake, topic)
-
-    def _wake(self, topic: str | None) -> None:
-        groups = list(self.waiting.values()) if topic is None else [self.waiting.get(topic, set())]
-        for futures in groups:
-            for fut in futures:
-                if not fut.done():
-                    fut.set_result(None)
-
-    def register(self, topics: Sequence[str]) -> asyncio.Future:
-        fut = self.loop.create_future()
-        for topic in topics:
-            self.waiting.setdefault(topic, set()).add(fut)
-        return fut
-
-    def unregister(self, topics: Sequence[str], fut: asyncio.Future) -> None:
-        for topic in topics:
-            futures = self.waiting.get(topic)
-            if futures is not None:
-                futures.discard(fut)
-                if not futures:
-                    del self.waiting[topic]
 
 
 class Writer:
@@ -169,7 +133,7 @@ class Writer:
 class RespServer:
     """The state one Redis-protocol listener shares among its connections."""
 
-    def __init__(self, log: Log, token: str | None = None):
+    def __init__(self, log: Log, token: str | None = None, hub: AppendHub | None = None):
         if not HIREDIS:
             raise ConfigurationError("the Redis protocol front needs hiredis: pip install 'tidelog[resp]'")
         self.log = log
@@ -182,10 +146,15 @@ class RespServer:
         self.blocked = 0
         self.started = time.monotonic()
         self.port = 0
+        # The wake-ups on appends: the HTTP front's when both run (tidelog
+        # serve), so one listener on the log wakes every waiter; else our own.
+        self.hub = hub if hub is not None else AppendHub(log)
+        self._own_hub = hub is None
 
     async def start(self, host: str, port: int) -> asyncio.Server:
         self.loop = asyncio.get_running_loop()
-        self.wakeups = Wakeups(self.loop, self.log)
+        if self._own_hub:
+            self.hub.start()
         self.writer = Writer(self)
         server = await asyncio.start_server(self._handle, host, port)
         self.port = server.sockets[0].getsockname()[1]
@@ -194,7 +163,8 @@ class RespServer:
 
     def close(self) -> None:
         """Stop listening for appends and end the writer (after server.close())."""
-        self.wakeups.stop()
+        if self._own_hub:
+            self.hub.stop()
         self.writer.close()
         for conn in list(self.connections):
             conn.transport_writer.close()
@@ -379,10 +349,11 @@ class Connection:
             return await self.server.run(read)
         loop = self.server.loop
         deadline = None if block_ms == 0 else loop.time() + block_ms / 1000
+        keys = [(topic, None) for topic in topics]
         self.server.blocked += 1
         try:
             while True:
-                woken = self.server.wakeups.register(topics)
+                woken = self.server.hub.register(keys)
                 try:
                     found = await self.server.run(read)
                     if found:
@@ -392,7 +363,7 @@ class Connection:
                         return []
                     await self.wait_or_input(woken, left)
                 finally:
-                    self.server.wakeups.unregister(topics, woken)
+                    self.server.hub.unregister(keys, woken)
         finally:
             self.server.blocked -= 1
 
@@ -417,7 +388,7 @@ class Connection:
     async def _next_delivery(self, queue: Any, topic: str) -> Any:
         run, clock = self.server.run, self.server.log.clock
         while True:
-            woken = self.server.wakeups.register([topic])
+            woken = self.server.hub.register([(topic, None)])
             try:
                 got, next_due = await run(queue.poll, 1)
                 if got:
@@ -425,7 +396,7 @@ class Connection:
                 timeout = None if next_due is None else max(0.001, (next_due - clock()) / 1000)
                 await self.wait_or_input(woken, timeout)
             finally:
-                self.server.wakeups.unregister([topic], woken)
+                self.server.hub.unregister([(topic, None)], woken)
             while (command := self.next_command()) is not None:
                 word = command[0].upper()
                 if word == b"UNSUBSCRIBE":
@@ -536,9 +507,14 @@ async def stop_resp_server(server: asyncio.AbstractServer) -> None:
 
 
 async def start_resp_server(
-    log: Log, host: str = "127.0.0.1", port: int = DEFAULT_PORT, token: str | None = None
+    log: Log,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
+    hub: AppendHub | None = None,
 ) -> asyncio.Server:
     """Listen for the Redis protocol on host:port (0 picks a free port; the
     bound one is `server.sockets[0].getsockname()[1]`). With a token, clients
-    must AUTH with it (any user name but `default` is refused)."""
-    return await RespServer(log, token).start(host, port)
+    must AUTH with it (any user name but `default` is refused). `hub`: a
+    running wake-up hub on the same log to share (the HTTP front's)."""
+    return await RespServer(log, token, hub).start(host, port)
