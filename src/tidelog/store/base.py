@@ -453,8 +453,12 @@ class NamedConsumers(Protocol):
         count_delivery: bool = True,
         force: bool = False,
     ) -> list[int]:
-        """Move the leases among `offsets` delivered at or before
-        `delivered_before` to `consumer`; returns the offsets claimed."""
+        """Move leases idle since `delivered_before` (or earlier) to `consumer`.
+
+        `deliveries` sets the delivery count, else `count_delivery` adds one.
+        `force` creates a lease for an offset that has none, if its record
+        exists. Returns the offsets claimed, in the order asked.
+        """
 
     def queue_ack_offsets(self, group: str, topic: str, partition: int, offsets: Sequence[int]) -> int:
         """Finish leased records by offset, whoever holds them; returns how many."""

@@ -299,12 +299,6 @@ class PostgresConsumers(PostgresBase):
         count_delivery: bool = True,
         force: bool = False,
     ) -> list[int]:
-        """Move leases idle since `delivered_before` (or earlier) to `consumer`.
-
-        `deliveries` sets the delivery count, else `count_delivery` adds one.
-        `force` creates a lease for an offset that has none, if its record
-        exists. Returns the offsets claimed, in the order asked.
-        """
         topic_id, pid = self._group_pid(topic, partition)
         params = {
             "grp": group,
@@ -374,7 +368,6 @@ class PostgresConsumers(PostgresBase):
         return cur.rowcount == 1
 
     def queue_delete_consumer(self, group: str, topic: str, name: str) -> int:
-        """Forget a consumer and drop its leases; returns how many it held."""
         topic_id, pids = self._topic_pids(topic, refresh=True)
         with self._conn() as conn, conn.transaction():
             self._need_group(conn, group, topic, topic_id)

@@ -382,7 +382,6 @@ class PostgresLog(PostgresBase):
         return [r[0] for r in rows]
 
     def read_before(self, topic: str, partition: int, before: int, limit: int) -> list[Row]:
-        """Records with offset < before, newest first, at most `limit`."""
         pid = self._pid(topic, partition)
         out: list[Row] = []
         before = min(before, MAX_OFFSET)

@@ -133,7 +133,6 @@ class PostgresRetention(PostgresBase):
         return int(row[0]), int(row[1])
 
     def delete_offsets(self, topic: str, partition: int, offsets: list[int]) -> int:
-        """Remove single records (compaction); returns bytes removed."""
         if not offsets:
             return 0
         pid = self._pid(topic, partition)

@@ -231,12 +231,6 @@ class SQLiteConsumers(SQLiteBase):
         count_delivery: bool = True,
         force: bool = False,
     ) -> list[int]:
-        """Move leases idle since `delivered_before` (or earlier) to `consumer`.
-
-        `deliveries` sets the delivery count, else `count_delivery` adds one.
-        `force` creates a lease for an offset that has none, if its record
-        exists. Returns the offsets claimed, in the order asked.
-        """
         topic_id, pid = self._group_pid(group, topic, partition)
         lo = pid << OFFSET_BITS
         claimed = []
@@ -311,7 +305,6 @@ class SQLiteConsumers(SQLiteBase):
         return cur.rowcount == 1
 
     def queue_delete_consumer(self, group: str, topic: str, name: str) -> int:
-        """Forget a consumer and drop its leases; returns how many it held."""
         topic_id, pids = self._all_pids(topic)
         dropped = 0
         with self._write() as db:

@@ -105,7 +105,6 @@ class SQLiteRetention(SQLiteBase):
         return count, size
 
     def delete_offsets(self, topic: str, partition: int, offsets: list[int]) -> int:
-        """Remove single records (compaction); returns bytes removed."""
         if not offsets:
             return 0
         pid = self._pid(topic, partition)
