@@ -29,7 +29,7 @@ CONSUMER = textwrap.dedent(
     def say(*words):
         # One write a line: print() writes its parts apart, and the heartbeat
         # thread's on_assign / on_revoke may print beside the main loop.
-        line = " ".join([f"{{time.time():.6f}}", name, *map(str, words)]) + "\n"
+        line = " ".join([f"{{time.time():.6f}}", name, *map(str, words)]) + "\\n"
         sys.stdout.write(line)
         sys.stdout.flush()
 
