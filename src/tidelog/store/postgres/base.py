@@ -38,11 +38,11 @@ from ...errors import (
     ConfigurationError,
     OffsetOutOfRange,
     StoreError,
-    UnknownPartition,
     UnknownTopic,
 )
 from .. import schema
 from ..base import AppendBatch, TopicInfo
+from ..pids import PartitionIds
 
 try:
     import psycopg
@@ -264,7 +264,7 @@ def one(cur: psycopg.Cursor[Any]) -> tuple[Any, ...]:
     return row
 
 
-class PostgresBase:
+class PostgresBase(PartitionIds):
     """The pool, transactions and the partition-id cache every role module builds on."""
 
     dialect = "postgres"
@@ -383,18 +383,8 @@ class PostgresBase:
         self._pids[name] = entry
         return entry
 
-    def _pid(self, topic: str, partition: int, refresh: bool = False) -> int:
-        entry = None if refresh else self._pids.get(topic)
-        if entry is None or partition >= len(entry[1]):
-            entry = self._load_pids(topic)
-            if entry is None:
-                raise UnknownTopic(f"topic {topic!r} does not exist")
-        pids = entry[1]
-        if partition < 0 or partition >= len(pids):
-            raise UnknownPartition(
-                f"topic {topic!r} has partitions 0..{len(pids) - 1}; partition {partition} does not exist"
-            )
-        return pids[partition]
+    def _fetch_pids(self, topic: str) -> tuple[int, tuple[int, ...]] | None:
+        return self._load_pids(topic)
 
     def _commit_in(
         self, conn: psycopg.Connection, group: str, topic: str, partition: int, pid: int, offset: int

@@ -23,11 +23,11 @@ from ...errors import (
     ConfigurationError,
     OffsetOutOfRange,
     StoreError,
-    UnknownPartition,
     UnknownTopic,
 )
 from .. import schema
 from ..base import AppendBatch, TopicInfo
+from ..pids import PartitionIds
 
 OFFSET_BITS = 40
 OFFSET_SPAN = 1 << OFFSET_BITS
@@ -83,7 +83,7 @@ class _PartitionGone(Exception):
     """A cached partition id no longer exists (its topic was deleted)."""
 
 
-class SQLiteBase:
+class SQLiteBase(PartitionIds):
     """Connections, transactions and the partition-id cache every role module builds on.
 
     One writer connection behind a lock does the writes (`_write`: one
@@ -226,19 +226,9 @@ class SQLiteBase:
         self._pids[name] = entry
         return entry
 
-    def _pid(self, topic: str, partition: int, refresh: bool = False) -> int:
-        entry = None if refresh else self._pids.get(topic)
-        if entry is None or partition >= len(entry[1]):
-            with self._read() as conn:
-                entry = self._load_pids(conn, topic)
-            if entry is None:
-                raise UnknownTopic(f"topic {topic!r} does not exist")
-        pids = entry[1]
-        if partition < 0 or partition >= len(pids):
-            raise UnknownPartition(
-                f"topic {topic!r} has partitions 0..{len(pids) - 1}; partition {partition} does not exist"
-            )
-        return pids[partition]
+    def _fetch_pids(self, topic: str) -> tuple[int, tuple[int, ...]] | None:
+        with self._read() as conn:
+            return self._load_pids(conn, topic)
 
     @staticmethod
     def _append_in(db: sqlite3.Connection, pid: int, batch: AppendBatch) -> int | None:
