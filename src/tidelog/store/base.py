@@ -479,7 +479,8 @@ class Cleanable(Protocol):
     def scan(
         self, topic: str, partition: int, after: int, limit: int, with_meta: bool = False
     ) -> list[ScanRow]:
-        """Rows after `after` for a cleaner, oldest first."""
+        """(offset, timestamp, bytes, meta or None, value is JSON null) rows
+        after `after` for a cleaner, oldest first."""
 
     def partition_bytes(self, topic: str, partition: int) -> int:
         """Bytes the partition's records hold now."""

@@ -76,7 +76,6 @@ class PostgresRetention(PostgresBase):
     def scan(
         self, topic: str, partition: int, after: int, limit: int, with_meta: bool = False
     ) -> list[ScanRow]:
-        """(offset, timestamp, bytes, meta or None, value is JSON null) rows for a cleaner."""
         pid = self._pid(topic, partition)
         meta = "meta" if with_meta else "NULL::bytea"
         with self._conn() as conn:

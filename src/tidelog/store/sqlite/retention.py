@@ -31,7 +31,6 @@ class SQLiteRetention(SQLiteBase):
     def scan(
         self, topic: str, partition: int, after: int, limit: int, with_meta: bool = False
     ) -> list[ScanRow]:
-        """(offset, timestamp, bytes, meta or None, value is JSON null) rows for a cleaner."""
         pid = self._pid(topic, partition)
         lo = pid << OFFSET_BITS
         meta = "meta" if with_meta else "NULL"
