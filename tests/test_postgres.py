@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import secrets
 import signal
 import socket
 import subprocess
@@ -22,7 +23,7 @@ from collections.abc import Iterator
 import pytest
 
 import tidelog
-from pgschema import postgres_schema
+from pgschema import PG_URL, postgres_schema
 from test_processes import PRODUCER, acked, run_producers
 from tidelog.store import schema
 
@@ -69,11 +70,43 @@ def test_unreachable_server_is_a_store_error():
     assert "secret" not in str(err.value)
 
 
-def test_search_path_without_a_schema_is_a_configuration_error(pg_url):
-    url = pg_url.replace("search_path%3Dtl_", "search_path%3Dmissing_")
-    assert url != pg_url
-    with pytest.raises(tidelog.ConfigurationError, match="no schema"):
-        tidelog.open(url)
+def test_a_schema_named_in_the_url_is_created_on_first_open(pg_url):
+    import psycopg
+    from psycopg import sql
+
+    name = f"missing_{secrets.token_hex(4)}"
+    url = pg_url.replace(pg_url.split("search_path%3D")[1].split("&")[0], name)
+    assert name in url
+    admin = psycopg.connect(PG_URL, autocommit=True)
+    try:
+        with tidelog.open(url) as log:
+            log.producer().send("orders", b"x")
+        exists = admin.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (name,)).fetchone()
+        assert exists is not None
+        with tidelog.open(url) as log:
+            assert log.read("orders", 0)[0].value == b"x"
+    finally:
+        admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+        admin.close()
+
+
+def test_a_role_that_may_not_create_the_schema_is_told_what_to_run(pg_url):
+    import psycopg
+    from psycopg import sql
+
+    role, name = f"tl_role_{secrets.token_hex(3)}", f"missing_{secrets.token_hex(4)}"
+    admin = psycopg.connect(PG_URL, autocommit=True)
+    admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    try:
+        url = pg_url.replace("postgres@", f"{role}@").replace(
+            pg_url.split("search_path%3D")[1].split("&")[0], name
+        )
+        with pytest.raises(tidelog.ConfigurationError, match=f'CREATE SCHEMA "{name}"'):
+            tidelog.open(url)
+        assert admin.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (name,)).fetchone() is None
+    finally:
+        admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+        admin.close()
 
 
 def test_newer_schema_version_is_refused(pg_url):

@@ -46,6 +46,7 @@ from ..pids import PartitionIds
 
 try:
     import psycopg
+    from psycopg import sql as psql
     from psycopg_pool import ConnectionPool
 except ImportError:  # pragma: no cover - exercised by a test that hides the driver
     raise ConfigurationError(
@@ -323,9 +324,33 @@ class PostgresBase(PartitionIds):
         finally:
             self._pool.putconn(conn)
 
+    def _create_schema(self, conn: psycopg.Connection) -> None:
+        """Create the first schema of the search_path when it does not exist.
+
+        A URL naming a schema (options=-csearch_path=...) starts a log there,
+        as it does in a database without tidelog tables. A role that may not
+        create schemas is told what to run.
+        """
+        if one(conn.execute("SELECT current_schema()"))[0] is not None:
+            return
+        first = str(one(conn.execute("SHOW search_path"))[0]).split(",")[0].strip().strip('"')
+        if not first or first == "$user":
+            raise ConfigurationError(
+                f"{_redact(self.url)} names no schema to put the tables in: set search_path in the URL "
+                "(?options=-csearch_path%3Dmyschema)"
+            )
+        try:
+            conn.execute(psql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(psql.Identifier(first)))
+        except psycopg.errors.InsufficientPrivilege:
+            raise ConfigurationError(
+                f"schema {first!r} does not exist and this role may not create it: run "
+                f'CREATE SCHEMA "{first}" AUTHORIZATION <this role>; as a role that may'
+            ) from None
+
     def _migrate(self, conn: psycopg.Connection) -> None:
         latest = schema.latest(self.dialect)
         try:
+            self._create_schema(conn)
             current = self._schema_version(conn)
             if current < latest:
                 with conn.transaction():
