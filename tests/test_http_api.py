@@ -156,3 +156,19 @@ def test_publish_raw_body(server, http):
     assert http.post("/publish/nope", content=b"x").status_code == 404
     assert http.post("/publish/blobs?partition=9", content=b"x").status_code == 404
     assert http.post("/publish/blobs?partition=-1", content=b"x").status_code == 400
+
+
+def test_api_refuses_a_topic_of_several_partitions_instead_of_reading_one(server, http):
+    # The newcomer's case: records spread over 4 partitions, /api pull read partition 0 only.
+    assert http.post("/v1/topics", json={"name": "spread", "partitions": 4}).status_code == 201
+    for n in range(11):
+        http.post("/v1/topics/spread/records", json={"records": [{"value": {"n": n}}]})
+    for r in (
+        http.get("/api/topics/spread/pull", params={"group": "analytics"}),
+        http.post("/api/topics/spread/ack", json={"group": "analytics", "lastAckedId": 1}),
+        http.post("/api/topics/spread/publish", json={"payload": 1}),
+    ):
+        assert r.status_code == 409, r.text
+        assert "4 partitions" in r.text and "/v1/groups/{group}/topics/spread/records" in r.text
+    assert http.get("/v1/topics/spread").json()["records"] == 11
+    assert "analytics" not in http.get("/v1/groups").json()["groups"]

@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import base64
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from ...config import check_name
-from ...errors import InvalidRequest, UnknownTopic
+from ...errors import InvalidRequest, UnknownTopic, WrongType
 from ...notify import along_poll
 from ...records import FMT_TEXT, Message, decode_meta
 from .bodies import field, int_field, json_object, query_int, query_str, query_wait, read_body
 from .responses import ctx_of, json_response, raw_json
+
+if TYPE_CHECKING:
+    from .context import Context
 
 MAX_PULL = 1000
 
@@ -43,6 +46,19 @@ def _payload(stored: bytes | str, meta: bytes | None) -> Any:
 
 def _topic_out(info) -> dict[str, Any]:
     return {"name": info.name, "partitions": info.partitions, "createdAt": iso(info.created)}
+
+
+async def one_partition(ctx: Context, topic: str) -> None:
+    """/api has one offset a group: a topic of several partitions is refused,
+    never read in part (its other partitions would be skipped silently)."""
+    shape = ctx.log.catalog.get(topic)
+    if shape is None:
+        shape = await ctx.run(ctx.log.catalog.shape, topic)
+    if shape.partitions != 1:
+        raise WrongType(
+            f"topic {topic!r} has {shape.partitions} partitions; /api serves one-partition topics "
+            f"(one offset a group): use /v1/groups/{{group}}/topics/{topic}/records to read every partition"
+        )
 
 
 async def create_topic(request: Request) -> Response:
@@ -67,6 +83,7 @@ async def publish(request: Request) -> Response:
     if "payload" not in body:
         raise InvalidRequest("field 'payload' is required")
     payload = body["payload"]
+    await one_partition(ctx, topic)
     producer = ctx.producer(None)
     (sent,) = await ctx.writer.write(lambda: [producer.prepare(topic, [payload], partition=0)])
     return json_response({"id": sent.first_offset, "topic": topic, "createdAt": iso(sent.timestamp)}, 201)
@@ -78,6 +95,7 @@ async def pull(request: Request) -> Response:
     group = check_name("group", query_str(request, "group"))
     batch = query_int(request, "batch", 10, 1, MAX_PULL)
     wait = query_wait(request, ctx.settings.max_wait)
+    await one_partition(ctx, topic)
 
     def read() -> tuple[int, list[Message]]:
         committed = ctx.consumer(group).committed(topic, 0)
@@ -101,6 +119,7 @@ async def ack(request: Request) -> Response:
     body = await json_object(request, ctx.settings.max_body)
     group = check_name("group", field(body, "group", str))
     last = int_field(body, "lastAckedId", 0)
+    await one_partition(ctx, topic)
 
     def commit():
         consumer = ctx.consumer(group)

@@ -237,7 +237,7 @@ def spec() -> dict[str, Any]:
                 ok=201,
                 params=[_p("name", NAME)],
                 body={"type": "object", "required": ["payload"], "properties": {"payload": {}}},
-                errors=(400, 404, 413),
+                errors=(400, 404, 409, 413),
             )
         },
         "/api/topics/{name}/pull": {
@@ -249,6 +249,7 @@ def spec() -> dict[str, Any]:
                     _q("batch", {"type": "integer", "minimum": 1, "maximum": 1000}),
                     WAIT,
                 ],
+                errors=(400, 404, 409),
             )
         },
         "/api/topics/{name}/ack": {
@@ -260,6 +261,7 @@ def spec() -> dict[str, Any]:
                     "required": ["group", "lastAckedId"],
                     "properties": {"group": NAME, "lastAckedId": OFFSET},
                 },
+                errors=(400, 404, 409),
             )
         },
         "/publish/{topic}": {
