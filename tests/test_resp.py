@@ -232,7 +232,8 @@ def test_wrong_type_and_oversized_value(srv, r):
     srv.log.create_topic("wide", partitions=3)
     for call in (lambda: r.xadd("wide", {"f": "v"}), lambda: r.xrange("wide"), lambda: r.xlen("wide")):
         with pytest.raises(
-            redis.ResponseError, match="^WRONGTYPE Operation against a key holding the wrong kind of value"
+            redis.ResponseError,
+            match="^WRONGTYPE Operation against a key holding the wrong kind of value: topic 'wide' has 3 partitions",
         ):
             call()
     r.xadd("s", {"f": "small"})

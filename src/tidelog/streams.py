@@ -214,7 +214,10 @@ class Streams:
             return False
         self.log.catalog.remember(info)
         if info.partitions != 1:
-            raise WrongType(f"topic {stream!r} has {info.partitions} partitions; a stream has one")
+            raise WrongType(
+                f"topic {stream!r} has {info.partitions} partitions; a stream key is a topic of one partition "
+                "(use another key, or read this topic over HTTP /v1)"
+            )
         return True
 
     def _first_row(self, stream: str) -> Row | None:

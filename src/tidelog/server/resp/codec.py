@@ -51,7 +51,9 @@ def translate(e: Exception) -> str:
     if isinstance(e, RespError):
         return e.line
     if isinstance(e, WrongType):
-        return WRONGTYPE
+        # Redis's words first (clients match on them), then why: a stream key
+        # is a one-partition topic.
+        return f"{WRONGTYPE}: {e}"
     if isinstance(e, GroupExists):
         return "BUSYGROUP Consumer Group name already exists"
     if isinstance(e, StreamIdTooSmall):
