@@ -426,22 +426,30 @@ def test_malformed_frames_and_hangups_disturb_no_one(srv, r):
 
 
 def test_publish_subscribe_ack_nack_back_dack(srv, r, url):
+    # A raw client, as miniqueue's users speak it; messages come in Redis's pub/sub frames.
     for v in (b"one", b"two", b"three"):
         assert r.execute_command("PUBLISH", "work", v) == b"OK"
     assert b"work" in r.execute_command("TOPICS")
     sub = srv.raw()
+
+    def message() -> bytes:
+        kind, channel, value = sub.reply()
+        assert (kind, channel) == (b"message", b"work")
+        return value
+
     sub.send("SUBSCRIBE", "work")
-    assert sub.reply() == b"one"
+    assert sub.reply() == [b"subscribe", b"work", 1]
+    assert message() == b"one"
     sub.send("NACK")  # again, at the front
-    assert sub.reply() == "+OK" and sub.reply() == b"one"
+    assert sub.reply() == "+OK" and message() == b"one"
     sub.send("BACK")  # behind those waiting now
-    assert sub.reply() == "+OK" and sub.reply() == b"two"
+    assert sub.reply() == "+OK" and message() == b"two"
     sub.send("ACK")
-    assert sub.reply() == "+OK" and sub.reply() == b"three"
+    assert sub.reply() == "+OK" and message() == b"three"
     sub.send("DACK", "0.3")  # not before 0.3 s
-    assert sub.reply() == "+OK" and sub.reply() == b"one"
+    assert sub.reply() == "+OK" and message() == b"one"
     sub.send("ACK")
-    assert sub.reply() == "+OK" and sub.reply() == b"three"
+    assert sub.reply() == "+OK" and message() == b"three"
     sub.send("BOGUS")
     assert sub.reply().startswith("-ERR answer the message with ACK")
     sub.close()  # hangs up holding "three": released to the front
@@ -453,21 +461,45 @@ def test_publish_subscribe_ack_nack_back_dack(srv, r, url):
     r.execute_command("PUBLISH", "work", b"four")
     sub = srv.raw()
     sub.send("SUBSCRIBE", "work")
-    assert sub.reply() == b"three"
+    assert sub.reply() == [b"subscribe", b"work", 1]
+    assert message() == b"three"
     sub.send("ACK")
-    assert sub.reply() == "+OK" and sub.reply() == b"four"
+    assert sub.reply() == "+OK" and message() == b"four"
     sub.send("ACK")
     assert sub.reply() == "+OK"
     r.execute_command("PUBLISH", "work", b"five")  # wakes the waiting subscriber
-    assert sub.reply() == b"five"
+    assert message() == b"five"
     sub.send("ACK")
     assert sub.reply() == "+OK"
     sub.send("UNSUBSCRIBE")
-    assert sub.reply() == "+OK"
+    assert sub.reply() == [b"unsubscribe", b"work", 0]
     sub.send("PING")
     assert sub.reply() == "+PONG"
     sub.close()
     assert srv.log.queue("work").stats().available == 0
+
+
+def test_redis_py_pubsub_reads_the_messages_and_acks_them(srv, r):
+    for v in (b"e1", b"e2"):
+        r.execute_command("PUBLISH", "events", v)
+    p = r.pubsub()
+    p.subscribe("events")
+    first = p.get_message(timeout=10)
+    assert (first["type"], first["channel"], first["data"]) == ("subscribe", b"events", 1)
+    got = []
+    for _ in range(2):
+        m = p.get_message(timeout=10)
+        assert (m["type"], m["channel"]) == ("message", b"events"), m
+        got.append(m["data"])
+        p.execute_command("ACK")  # tidelog's answer, on the pub/sub connection
+        answered = p.get_message(timeout=10)  # +OK reaches redis-py as a pong-type reply
+        assert answered is not None and answered["data"] == b"OK", answered
+    assert got == [b"e1", b"e2"]
+    p.unsubscribe("events")
+    last = p.get_message(timeout=10)
+    assert (last["type"], last["channel"]) == ("unsubscribe", b"events")
+    p.close()
+    assert srv.log.queue("events").stats().in_flight == 0
 
 
 # redis-cli and the standalone entry point ------------------------------------------

@@ -30,6 +30,10 @@ class Simple(str):
     """A simple string reply (+...)."""
 
 
+class Push(list):
+    """A pub/sub frame: `>` in RESP3, an array in RESP2 (as Redis sends them)."""
+
+
 class Verbatim(str):
     """A verbatim text reply (RESP3 `=`; a bulk string in RESP2)."""
 
@@ -97,6 +101,10 @@ def _encode(value: Any, proto: int, out: list[bytes]) -> None:
         out.append(b":%d\r\n" % value)
     elif value is None:
         out.append(b"_\r\n" if proto == 3 else b"$-1\r\n")
+    elif kind is Push:
+        out.append((b">%d\r\n" if proto == 3 else b"*%d\r\n") % len(value))
+        for item in value:
+            _encode(item, proto, out)
     elif kind is list or kind is tuple:
         out.append(b"*%d\r\n" % len(value))
         for item in value:

@@ -28,7 +28,7 @@ from ...log import Log
 from ...records import BatchSent
 from ...streams import Add, Streams
 from ..runtime.hub import AppendHub
-from .codec import OK, PONG, RespError, bulk, encode, error, translate
+from .codec import OK, PONG, Push, RespError, encode, error, translate
 from .commands import COMMANDS, NO_AUTH, NO_REPLY, arity_error, text
 
 try:
@@ -372,16 +372,23 @@ class Connection:
     async def subscribe(self, topic: str) -> None:
         """Push one message of `topic`'s queue group at a time; each is answered
         ACK, NACK (again at the front), BACK (behind those waiting) or DACK
-        <seconds> (after a delay). A hang-up releases the message to the front."""
+        <seconds> (after a delay). A hang-up releases the message to the front.
+
+        Framed as Redis pub/sub is, so Redis clients' pub/sub APIs read it:
+        ["subscribe", channel, 1] first, then ["message", channel, value] a
+        message, ["unsubscribe", channel, 0] at the end; an answer is +OK.
+        """
         await self._settle_outstanding()
         queue = await self.server.run(
             lambda: self.server.log.queue(topic, visibility_timeout=SUBSCRIBE_VISIBILITY_S)
         )
+        channel = topic.encode()
+        self.out.append(encode(Push([b"subscribe", channel, 1]), self.proto))
         while not self.closing:
             delivery = await self._next_delivery(queue, topic)
             if delivery is None:
                 return
-            self.out.append(bulk(delivery.value))
+            self.out.append(encode(Push([b"message", channel, delivery.value]), self.proto))
             if not await self._settled(queue, delivery):
                 return
 
@@ -400,7 +407,7 @@ class Connection:
             while (command := self.next_command()) is not None:
                 word = command[0].upper()
                 if word == b"UNSUBSCRIBE":
-                    self.out.append(OK)
+                    self.out.append(encode(Push([b"unsubscribe", topic.encode(), 0]), self.proto))
                     return None
                 if word == b"QUIT":
                     self.out.append(OK)
@@ -445,8 +452,11 @@ class Connection:
                     return True
                 if word in (b"QUIT", b"UNSUBSCRIBE"):
                     await self._release(queue, delivery)
-                    self.out.append(OK)
-                    self.closing = word == b"QUIT"
+                    if word == b"QUIT":
+                        self.out.append(OK)
+                        self.closing = True
+                    else:
+                        self.out.append(encode(Push([b"unsubscribe", queue.topic.encode(), 0]), self.proto))
                     return False
                 if word == b"PING":
                     self.out.append(PONG)
