@@ -705,3 +705,68 @@ def test_queues_list_stats_and_peek_show_each_state(run, db):
     assert "queue group: tidelog queues stats jobs --group jobs" in described.stderr
     with tidelog.open(db) as log:
         assert snapshot(log) == before  # looking changes nothing
+
+
+# --- what tidelog serve says when it starts (issue 20) --------------------------
+
+
+def _first_lines(proc: subprocess.Popen, want: str, limit: float = 30) -> list[str]:
+    lines: list[str] = []
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if want in line:
+            return lines
+    raise AssertionError(f"no {want!r} in {lines}")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_serve_says_where_it_listens_and_what_it_serves(tmp_path, fmt):
+    from tidelog.server.http.thread import free_port
+
+    port, resp_port = free_port(), free_port()
+    proc = subprocess.Popen(
+        [
+            *TIDELOG,
+            "--db",
+            str(tmp_path / "s.db"),
+            "serve",
+            "--port",
+            str(port),
+            "--resp-port",
+            str(resp_port),
+            "--log-format",
+            fmt,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines = _first_lines(proc, "ready")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    text = "".join(lines)
+    for needed in (
+        f"http://127.0.0.1:{port}",
+        f"127.0.0.1:{resp_port}",
+        "/docs",
+        "/metrics",
+        "s.db",
+        "no token",
+    ):
+        assert needed in text, (needed, text)
+    if fmt == "json":
+        for line in lines:
+            if line.startswith("{"):
+                assert json.loads(line)["level"] == "info"
+        assert any(line.startswith("{") and "ready" in line for line in lines)
+
+
+def test_serve_refuses_a_bad_log_level(run):
+    r = run("serve", "--log-level", "loud")
+    assert r.exit_code == 2 and "--log-level" in r.stderr

@@ -106,6 +106,14 @@ class Jobs:
     def run(self, *, poll: float = 1.0, install_signals: bool = True) -> None:
         """Run jobs until `stop()` or SIGINT/SIGTERM."""
         restore = self._install_signals() if install_signals else None
+        logger.info(
+            "job runner started: queue %r, %d handler%s (%s), concurrency %d",
+            self.queue.topic,
+            len(self._handlers),
+            "" if len(self._handlers) == 1 else "s",
+            ", ".join(sorted(self._handlers)) or "none",
+            self.concurrency,
+        )
         heartbeat = threading.Thread(target=self._heartbeat, name="tidelog-jobs-heartbeat", daemon=True)
         heartbeat.start()
         try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import click
 
+from tidelog.logs import LOG_FORMATS, LOG_LEVELS, log_to_stderr
+
 from .context import Session, common_options, pass_session
 
 
@@ -39,6 +41,21 @@ from .context import Session, common_options, pass_session
     show_default=True,
     help="Seconds between background cleanings (retention, compaction); 0 turns them off.",
 )
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS),
+    default="info",
+    show_default=True,
+    help="What the server logs.",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default="text",
+    show_default=True,
+    help="text, or json: one JSON object a line for a log shipper.",
+)
+@click.option("--access-log", is_flag=True, help="Also log every HTTP request.")
 @common_options
 @pass_session
 def serve(
@@ -50,6 +67,9 @@ def serve(
     tls_key: str | None,
     resp_port: int,
     clean_interval: float,
+    log_level: str,
+    log_format: str,
+    access_log: bool,
 ) -> None:
     """Serve the log over HTTP (and the Redis protocol) until interrupted."""
     if (tls_cert is None) != (tls_key is None):
@@ -70,6 +90,8 @@ def serve(
         raise click.ClickException(
             f"the server is not installed ({e}): pip install 'tidelog[server]'"
         ) from None
+    # The command's logs (and granian's) on stderr: where it listens, what it serves.
+    log_to_stderr(log_level, log_format, ("tidelog", "_granian", "granian.access"))
     try:
         server.serve(
             session.url,
@@ -80,6 +102,8 @@ def serve(
             tls_key=tls_key,
             resp_port=resp_port,
             clean_interval=clean_interval,
+            log_level=log_level,
+            log_access=access_log,
         )
     except OSError as e:  # a port in use
         raise click.ClickException(f"cannot serve on {host}: {e}") from None

@@ -48,7 +48,7 @@ def worker(
     try:
         # Imported here: the worker's dependencies are an optional extra.
         import tidelog.worker as push
-        from tidelog.worker.logs import log_to_stderr
+        from tidelog.logs import log_to_stderr
     except ImportError as e:
         raise click.ClickException(
             f"the worker is not installed ({e}): pip install 'tidelog[worker]'"

@@ -20,9 +20,9 @@ import logging
 import httpx
 
 from ..log import Consumer, Log
+from ..logs import event
 from . import delivery
 from .config import Feed, WorkerConfig
-from .logs import event
 from .metrics import Metrics
 from .shutdown import Shutdown
 

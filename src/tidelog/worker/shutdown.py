@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .logs import event
+from ..logs import event
 
 WATCH_S = 0.2
 

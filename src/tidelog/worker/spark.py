@@ -54,9 +54,9 @@ import tidelog
 
 from ..errors import ConfigurationError
 from ..log import Consumer, Log
+from ..logs import event
 from . import delivery
 from .config import SPARK_MISSING, Feed, WorkerConfig
-from .logs import event
 from .metrics import Metrics
 from .shutdown import Shutdown
 

@@ -15,7 +15,9 @@ import os
 import signal
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+from ... import __version__
 from ...errors import ConfigurationError
 from ...log import Log
 from .app import create_app
@@ -81,6 +83,15 @@ def resp_log(app: Any) -> Log:
     return view
 
 
+def redact(url: str) -> str:
+    """A store URL without its password, fit for a log line."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 def serve(
     url: str | Log,
     host: str = "127.0.0.1",
@@ -114,6 +125,7 @@ def serve(
             from ..resp import start_resp_server
 
             resp = await start_resp_server(resp_log(app), host, resp_port, token, hub=app.state.ctx.hub)
+            log.info("Redis protocol on %s:%s (redis-cli -p %s)", host, resp_port, resp_port)
         stopping: list[asyncio.Task] = []
 
         async def stop() -> None:
@@ -129,10 +141,24 @@ def serve(
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal)
+        base = f"{'https' if tls_cert else 'http'}://{host}:{port}"
+        log.info(
+            "HTTP on %s: /v1, /api, /publish, /subscribe (WebSocket); docs %s/docs, metrics %s/metrics",
+            base,
+            base,
+            base,
+        )
+        log.info("ready: stop with Ctrl-C (SIGINT) or SIGTERM")
         await server.serve()
 
-    logging.getLogger("tidelog.server").info(
-        "serving %s on %s:%s%s", url, host, port, f" (Redis protocol on {resp_port})" if resp_port else ""
+    log = logging.getLogger("tidelog.server")
+    log.info(
+        "tidelog %s serving %s; %s",
+        __version__,
+        redact(url) if isinstance(url, str) else "a Log",
+        "requests need the bearer token"
+        if token
+        else "no token: anyone who reaches the port may read and write",
     )
     try:
         import uvloop

@@ -1,9 +1,10 @@
-"""Structured logs: an event name and its fields.
+"""Structured logs: an event name and its fields, and how the commands print them.
 
-Every worker log record carries its fields in `record.tidelog` as well as
-in the message text (`batch delivered group=billing topic=orders ...`), so
-plain logging reads well and `JsonFormatter` writes one JSON object a line
-(what `tidelog worker` prints on stderr) for a log shipper to index.
+A log record made by `event` carries its fields in `record.tidelog` as well
+as in the message text (`batch delivered group=billing topic=orders ...`),
+so plain logging reads well and `JsonFormatter` writes one JSON object a
+line for a log shipper to index. `log_to_stderr` is what the `tidelog`
+commands (serve, worker, jobs run) call at their entry point.
 """
 
 from __future__ import annotations
@@ -40,11 +41,20 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False, default=str)
 
 
-def log_to_stderr(level: str = "info") -> None:
-    """JSON lines on stderr for the worker's loggers (the CLI's choice)."""
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+
+
+def log_to_stderr(
+    level: str = "info", fmt: str = "json", loggers: tuple[str, ...] = ("tidelog.worker",)
+) -> None:
+    """Send `loggers` to stderr at `level`, as JSON lines or as text."""
     handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter())
-    for name in ("tidelog.worker",):
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in loggers:
         log = logging.getLogger(name)
         log.handlers[:] = [handler]
         log.setLevel(level.upper())
