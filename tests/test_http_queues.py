@@ -309,3 +309,30 @@ def test_websocket_bad_topic_and_token(serve, http):
         asyncio.run(refused(ws_url(server, "nope")))
     with pytest.raises(websockets.exceptions.InvalidStatus):
         asyncio.run(refused(ws_url(server, "nope", token="wrong")))
+
+
+def test_queue_metrics_show_each_state_and_the_settling(http):
+    http.post("/v1/queues/jobs", params={"group": "w"})
+    http.post(
+        "/v1/queues/jobs/messages", params={"group": "w"}, json={"records": [{"value": i} for i in range(4)]}
+    )
+    http.post(
+        "/v1/queues/jobs/messages", params={"group": "w"}, json={"records": [{"value": "x"}], "delay": 3600}
+    )
+    got = receive(http, "w", max=3)
+    assert len(got) == 3
+    assert (
+        http.post(
+            "/v1/queues/jobs/ack", params={"group": "w"}, json={"receipt": got[0]["receipt"]}
+        ).status_code
+        == 200
+    )
+    rejected = http.post("/v1/queues/jobs/reject", params={"group": "w"}, json={"receipt": got[1]["receipt"]})
+    assert rejected.status_code == 200, rejected.text
+    metrics = http.get("/metrics").text
+    for state, n in (("available", 1), ("in_flight", 1), ("delayed", 1), ("dead_lettered", 1)):
+        assert f'tidelog_queue_messages{{group="w",state="{state}",topic="jobs"}} {n}.0' in metrics, state
+    assert 'tidelog_queue_deliveries_total{group="w",topic="jobs"} 3.0' in metrics
+    assert 'tidelog_queue_acks_total{group="w",topic="jobs"} 1.0' in metrics
+    assert 'tidelog_queue_dead_letters_total{group="w",topic="jobs"} 1.0' in metrics
+    assert 'tidelog_queue_oldest_available_age_seconds{group="w",topic="jobs"}' in metrics

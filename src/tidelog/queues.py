@@ -128,6 +128,11 @@ class Delivery(NamedTuple):
         return self.message.headers
 
 
+def queue_stats(log: Log, topic: str, group: str) -> QueueStats:
+    """A queue group's counts without opening a handle (which would register the group)."""
+    return log.store.queue_stats(check_name("group", group), check_name("topic", topic), log.clock(), _due_of)
+
+
 def _due_of(timestamp: int, meta: bytes | None) -> int:
     """When a new record becomes available to queue groups."""
     headers = decode_meta(meta)[2]
@@ -372,7 +377,7 @@ class Queue:
 
     def stats(self) -> QueueStats:
         """available, in_flight, delayed, dead_lettered, oldest_available_age_ms."""
-        return self.log.store.queue_stats(self.group, self.topic, self.log.clock(), _due_of)
+        return queue_stats(self.log, self.topic, self.group)
 
     def in_flight(self, limit: int = 100) -> list[Pending]:
         """The records leased now, by partition and offset: who holds each

@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector
 
 from ...errors import UnknownTopic
 from ...log import Log
+from ...queues import queue_stats
 from ...records import BatchSent
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -105,6 +106,33 @@ class TopicCollector(Collector):
         yield from (first, last, records, size, *clean.values())
 
 
+class QueueCollector(Collector):
+    """Per queue group, read at scrape time: records by state (available, in
+    flight, delayed, dead-lettered) and the age of the oldest available one."""
+
+    def __init__(self, log: Log):
+        self.log = log
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        depth = GaugeMetricFamily(
+            "tidelog_queue_messages", "Records of a queue group by state", labels=["topic", "group", "state"]
+        )
+        oldest = GaugeMetricFamily(
+            "tidelog_queue_oldest_available_age_seconds",
+            "How long the oldest available record has waited",
+            labels=["topic", "group"],
+        )
+        for topic, group in self.log.queue_groups():
+            try:
+                s = queue_stats(self.log, topic, group)
+            except UnknownTopic:  # deleted meanwhile
+                continue
+            for state in ("available", "in_flight", "delayed", "dead_lettered"):
+                depth.add_metric([topic, group, state], getattr(s, state))
+            oldest.add_metric([topic, group], s.oldest_available_age_ms / 1000)
+        yield from (depth, oldest)
+
+
 class Metrics:
     def __init__(self, log: Log):
         self.registry = CollectorRegistry()
@@ -122,8 +150,20 @@ class Metrics:
             registry=r,
         )
         self.commits = Counter("tidelog_group_commits", "Transactions of the group-commit writer", registry=r)
+        qg = ["topic", "group"]
+        self.deliveries = Counter(
+            "tidelog_queue_deliveries", "Records a queue group handed out over HTTP", qg, registry=r
+        )
+        self.acks = Counter("tidelog_queue_acks", "Records acked over HTTP", qg, registry=r)
+        self.dead_letters = Counter(
+            "tidelog_queue_dead_letters",
+            "Records rejected to the dead-letter topic over HTTP",
+            qg,
+            registry=r,
+        )
         r.register(GroupLagCollector(log))
         r.register(TopicCollector(log))
+        r.register(QueueCollector(log))
 
     def written(self, sent: list[BatchSent]) -> None:
         self.commits.inc()

@@ -151,6 +151,8 @@ async def receive(request: Request) -> Response:
     queue = await ctx.run(ctx.queue, topic, group)
     got, next_due = await receive_deliveries(ctx, queue, limit, visibility, wait)
     ctx.metrics.records_read(topic, len(got))
+    if got:
+        ctx.metrics.deliveries.labels(topic, group).inc(len(got))
     return json_response({"messages": [delivery_out(group, d) for d in got], "next_due": next_due})
 
 
@@ -171,6 +173,7 @@ async def ack(request: Request) -> Response:
     if "receipt" in body:
         r = receipts.decode(field(body, "receipt", str), queue.group, queue.topic)
         await ctx.run(queue.ack, receipts.delivery(r))
+        ctx.metrics.acks.labels(queue.topic, queue.group).inc()
         return json_response({"acked": 1})
     tokens = field(body, "receipts", list)
     if not tokens or len(tokens) > MAX_RECEIVE:
@@ -186,6 +189,8 @@ async def ack(request: Request) -> Response:
         return failed
 
     failed = await ctx.run(ack_each)
+    if len(tokens) > len(failed):
+        ctx.metrics.acks.labels(queue.topic, queue.group).inc(len(tokens) - len(failed))
     return json_response({"acked": len(tokens) - len(failed), "failed": failed})
 
 
@@ -242,6 +247,7 @@ async def reject(request: Request) -> Response:
         return queue.reject(receipts.delivery(r, rows[0]), reason)
 
     offset = await ctx.run(do)
+    ctx.metrics.dead_letters.labels(queue.topic, queue.group).inc()
     return json_response({"dead_letter": queue.dead_letter, "offset": offset})
 
 
