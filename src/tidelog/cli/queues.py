@@ -12,7 +12,7 @@ import click
 
 import tidelog
 from tidelog.config import check_name
-from tidelog.queues import queue_stats
+from tidelog.queues import queue_stats as read_stats
 
 from .context import Session, common_options, pass_session
 from .output import emit, table, when
@@ -41,7 +41,7 @@ def list_queues(session: Session, topic: str | None) -> None:
     log = session.log()
     rows = []
     for t, g in log.queue_groups(topic):
-        rows.append((t, g, queue_stats(log, t, g)))
+        rows.append((t, g, read_stats(log, t, g)))
     if session.json:
         for t, g, s in rows:
             emit({"topic": t, "group": g, **s._asdict()})
@@ -61,7 +61,7 @@ def list_queues(session: Session, topic: str | None) -> None:
 def queue_stats(session: Session, topic: str, group: str | None) -> None:
     """Available, in flight, delayed and dead-lettered records, and the oldest waiting's age."""
     q = _existing(session.log(), topic, group)
-    s = queue_stats(q.log, q.topic, q.group)
+    s = read_stats(q.log, q.topic, q.group)
     if session.json:
         emit({"topic": topic, "group": q.group, **s._asdict()})
         return
