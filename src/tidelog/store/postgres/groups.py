@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...errors import NotAssigned, StaleGeneration
+from ...errors import StaleGeneration
 from ..base import GroupMember, GroupSync, Rebalance
+from ..dialect import POSTGRES
+from ..rebalancing import SQLRebalancing, fence_commit
 from .base import PostgresBase, one
 
 if TYPE_CHECKING:
@@ -42,55 +44,16 @@ RETURNING generation, members, layout
 _STALE = "member {member!r} is no longer in group {group!r} (its session expired or it left); rejoin"
 
 
-class PostgresRebalancing:
+class PostgresRebalancing(SQLRebalancing):
     """The rebalance's primitives on one group, holding its lock."""
 
     def __init__(self, conn: psycopg.Connection[Any], group: str, state: tuple[Any, ...]):
+        super().__init__(conn, group, POSTGRES)
         self.conn = conn
-        self.group = group
         self._state = (int(state[0]), str(state[1]), str(state[2]))  # read when the lock was taken
-
-    def members(self) -> list[tuple[str, list[str], int, int]]:
-        return [
-            (name, list(topics), session_ms, heartbeat)
-            for name, topics, session_ms, heartbeat in self.conn.execute(
-                "SELECT member, topics, session_ms, heartbeat FROM tidelog_group_members WHERE grp = %s",
-                (self.group,),
-            )
-        ]
-
-    def expire(self, members: list[str]) -> None:
-        self.conn.execute(
-            "DELETE FROM tidelog_group_members WHERE grp = %s AND member = ANY(%s)", (self.group, members)
-        )
-        self.conn.execute(
-            "UPDATE tidelog_group_assignment SET owner = NULL WHERE grp = %s AND owner = ANY(%s)",
-            (self.group, members),
-        )
-
-    def partition_ids(self, topics: list[str]) -> dict[str, list[int]]:
-        if not topics:
-            return {}
-        return {
-            name: list(pids)
-            for name, pids in self.conn.execute(
-                "SELECT t.name, array_agg(p.id ORDER BY p.partition) FROM tidelog_topics t "
-                "JOIN tidelog_partitions p ON p.topic_id = t.id WHERE t.name = ANY(%s) GROUP BY t.name",
-                (topics,),
-            )
-        }
 
     def state(self) -> tuple[int, str, str]:
         return self._state
-
-    def owners(self) -> dict[tuple[str, int], str | None]:
-        return {
-            (t, p): owner
-            for t, p, owner in self.conn.execute(
-                "SELECT topic, partition, coalesce(owner, target) FROM tidelog_group_assignment WHERE grp = %s",
-                (self.group,),
-            )
-        }
 
     def set_targets(self, rows: list[tuple[int, str, int, str | None]]) -> None:
         self.conn.execute(
@@ -104,26 +67,6 @@ class PostgresRebalancing:
             "DELETE FROM tidelog_group_assignment WHERE grp = %s AND pid <> ALL(%s::bigint[])",
             (self.group, [r[0] for r in rows]),
         )
-
-    def set_state(self, generation: int, members: str, layout: str) -> None:
-        self.conn.execute(
-            "UPDATE tidelog_group_state SET generation = %s, members = %s, layout = %s WHERE grp = %s",
-            (generation, members, layout, self.group),
-        )
-
-    def hand_over(self, generation: int) -> None:
-        self.conn.execute(
-            "UPDATE tidelog_group_assignment SET owner = target, owner_gen = %s "
-            "WHERE grp = %s AND owner IS NULL AND target IS NOT NULL",
-            (generation, self.group),
-        )
-
-    def held(self, member: str) -> list[tuple[str, int, str | None]]:
-        return self.conn.execute(
-            "SELECT topic, partition, target FROM tidelog_group_assignment WHERE grp = %s AND owner = %s "
-            "ORDER BY topic, partition",
-            (self.group, member),
-        ).fetchall()
 
 
 class PostgresGroups(PostgresBase):
@@ -189,12 +132,9 @@ class PostgresGroups(PostgresBase):
             state = conn.execute(_LOCK, (group,)).fetchone()
             if state is None:
                 return
-            conn.execute("DELETE FROM tidelog_group_members WHERE grp = %s AND member = %s", (group, member))
-            conn.execute(
-                "UPDATE tidelog_group_assignment SET owner = NULL WHERE grp = %s AND owner = %s",
-                (group, member),
-            )
-            rebalance(PostgresRebalancing(conn, group, state), None, now)
+            tx = PostgresRebalancing(conn, group, state)
+            tx.leave(member)
+            rebalance(tx, None, now)
 
     def group_commit(
         self, group: str, member: str, generation: int, topic: str, partition: int, offset: int
@@ -210,19 +150,7 @@ class PostgresGroups(PostgresBase):
             known = conn.execute(
                 "SELECT 1 FROM tidelog_group_members WHERE grp = %s AND member = %s", (group, member)
             ).fetchone()
-            if known is None:
-                raise StaleGeneration(
-                    f"member {member!r} is no longer in group {group!r}; its commit was refused (rejoin)"
-                )
-            if row is None or row[0] != member:
-                raise NotAssigned(
-                    f"member {member!r} does not own {topic!r}/{partition} in group {group!r}; commit refused"
-                )
-            if generation < row[1]:
-                raise StaleGeneration(
-                    f"commit from generation {generation} refused: {topic!r}/{partition} was assigned to "
-                    f"{member!r} in generation {row[1]}"
-                )
+            fence_commit(group, member, generation, topic, partition, known=known is not None, owner=row)
             self._commit_in(conn, group, topic, partition, pid, offset)
 
     def group_members(self, group: str) -> list[GroupMember]:

@@ -9,93 +9,34 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from typing import Any
 
-from ...errors import NotAssigned, StaleGeneration
+from ...errors import StaleGeneration
 from ..base import GroupMember, GroupSync, Rebalance
+from ..dialect import SQLITE
+from ..rebalancing import SQLRebalancing, fence_commit
 from .base import SQLiteBase
 
 
-class SQLiteRebalancing:
+class SQLiteRebalancing(SQLRebalancing):
     """The rebalance's primitives on one group, inside a write transaction."""
 
+    @staticmethod
+    def topics_of(stored: Any) -> list[str]:
+        return list(json.loads(stored))
+
     def __init__(self, db: sqlite3.Connection, group: str):
-        self.db = db
-        self.group = group
-
-    def members(self) -> list[tuple[str, list[str], int, int]]:
-        return [
-            (name, json.loads(topics), session_ms, heartbeat)
-            for name, topics, session_ms, heartbeat in self.db.execute(
-                "SELECT member, topics, session_ms, heartbeat FROM group_members WHERE grp = ?", (self.group,)
-            )
-        ]
-
-    def expire(self, members: list[str]) -> None:
-        marks = ",".join("?" * len(members))
-        self.db.execute(
-            f"DELETE FROM group_members WHERE grp = ? AND member IN ({marks})", (self.group, *members)
-        )
-        self.db.execute(
-            f"UPDATE group_assignment SET owner = NULL WHERE grp = ? AND owner IN ({marks})",
-            (self.group, *members),
-        )
-
-    def partition_ids(self, topics: list[str]) -> dict[str, list[int]]:
-        layout: dict[str, list[int]] = {}
-        for name, pid in self.db.execute(
-            "SELECT t.name, p.id FROM partitions p JOIN topics t ON t.id = p.topic_id "
-            f"WHERE t.name IN ({','.join('?' * len(topics))}) ORDER BY t.name, p.partition",
-            topics,
-        ):
-            layout.setdefault(name, []).append(pid)
-        return layout
-
-    def state(self) -> tuple[int, str, str]:
-        row = self.db.execute(
-            "SELECT generation, members, layout FROM group_state WHERE grp = ?", (self.group,)
-        ).fetchone()
-        return (row[0], row[1], row[2])
-
-    def owners(self) -> dict[tuple[str, int], str | None]:
-        return {
-            (t, p): owner
-            for t, p, owner in self.db.execute(
-                "SELECT topic, partition, coalesce(owner, target) FROM group_assignment WHERE grp = ?",
-                (self.group,),
-            )
-        }
+        super().__init__(db, group, SQLITE)
+        self.conn = db
 
     def set_targets(self, rows: list[tuple[int, str, int, str | None]]) -> None:
-        self.db.executemany(
+        self.conn.executemany(
             "INSERT INTO group_assignment(grp, pid, topic, partition, owner, target) VALUES (?, ?, ?, ?, NULL, ?) "
             "ON CONFLICT(grp, pid) DO UPDATE SET target = excluded.target",
             [(self.group, *row) for row in rows],
         )
-        marks = ",".join("?" * len(rows))
-        self.db.execute(
-            f"DELETE FROM group_assignment WHERE grp = ? AND pid NOT IN ({marks})",
-            (self.group, *(r[0] for r in rows)),
-        )
-
-    def set_state(self, generation: int, members: str, layout: str) -> None:
-        self.db.execute(
-            "UPDATE group_state SET generation = ?, members = ?, layout = ? WHERE grp = ?",
-            (generation, members, layout, self.group),
-        )
-
-    def hand_over(self, generation: int) -> None:
-        self.db.execute(
-            "UPDATE group_assignment SET owner = target, owner_gen = ? "
-            "WHERE grp = ? AND owner IS NULL AND target IS NOT NULL",
-            (generation, self.group),
-        )
-
-    def held(self, member: str) -> list[tuple[str, int, str | None]]:
-        return self.db.execute(
-            "SELECT topic, partition, target FROM group_assignment WHERE grp = ? AND owner = ? "
-            "ORDER BY topic, partition",
-            (self.group, member),
-        ).fetchall()
+        kept, params = self.sql.any_of("pid", [r[0] for r in rows])
+        self.db.execute(f"DELETE FROM group_assignment WHERE grp = ? AND NOT {kept}", (self.group, *params))
 
 
 class SQLiteGroups(SQLiteBase):
@@ -154,36 +95,28 @@ class SQLiteGroups(SQLiteBase):
 
     def group_leave(self, group: str, member: str, now: int, rebalance: Rebalance) -> None:
         with self._write() as db:
-            db.execute("DELETE FROM group_members WHERE grp = ? AND member = ?", (group, member))
-            db.execute(
-                "UPDATE group_assignment SET owner = NULL WHERE grp = ? AND owner = ?", (group, member)
-            )
-            rebalance(SQLiteRebalancing(db, group), None, now)
+            tx = SQLiteRebalancing(db, group)
+            tx.leave(member)
+            rebalance(tx, None, now)
 
     def group_commit(
         self, group: str, member: str, generation: int, topic: str, partition: int, offset: int
     ) -> None:
         pid = self._pid(topic, partition)
         with self._write() as db:
-            known = db.execute(
-                "SELECT 1 FROM group_members WHERE grp = ? AND member = ?", (group, member)
-            ).fetchone()
-            if known is None:
-                raise StaleGeneration(
-                    f"member {member!r} is no longer in group {group!r}; its commit was refused (rejoin)"
-                )
-            row = db.execute(
+            known = db.execute("SELECT 1 FROM group_members WHERE grp = ? AND member = ?", (group, member))
+            owner = db.execute(
                 "SELECT owner, owner_gen FROM group_assignment WHERE grp = ? AND pid = ?", (group, pid)
-            ).fetchone()
-            if row is None or row[0] != member:
-                raise NotAssigned(
-                    f"member {member!r} does not own {topic!r}/{partition} in group {group!r}; commit refused"
-                )
-            if generation < row[1]:
-                raise StaleGeneration(
-                    f"commit from generation {generation} refused: {topic!r}/{partition} was assigned to "
-                    f"{member!r} in generation {row[1]}"
-                )
+            )
+            fence_commit(
+                group,
+                member,
+                generation,
+                topic,
+                partition,
+                known=known.fetchone() is not None,
+                owner=owner.fetchone(),
+            )
             self._commit_in(db, group, topic, partition, pid, offset)
 
     def group_members(self, group: str) -> list[GroupMember]:
