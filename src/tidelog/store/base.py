@@ -230,7 +230,10 @@ class LogStore(Protocol):
         """Append records atomically with consecutive offsets; return the first.
 
         `metas` None means no record has a meta blob. Returns only after commit.
+        A store that subclasses the protocol inherits this: one batch of
+        `append_many`, its one write path.
         """
+        return self.append_many([AppendBatch(topic, partition, timestamp, values, metas)])[0]
 
     def append_many(self, batches: Sequence[AppendBatch], txn: str | None = None) -> list[int] | Replayed:
         """Append several batches in one transaction (group commit).
@@ -486,7 +489,9 @@ class Cleanable(Protocol):
         """Bytes the partition's records hold now."""
 
     def consumption(self, topic: str, partition: int) -> Usage:
-        """What the partition's groups finished (for retention "consumed")."""
+        """What the partition's groups finished, for retention="consumed":
+        committed offsets of stream groups, done-prefixes of queue groups, and
+        the lowest offset a queue group still has in progress."""
 
     def delete_prefix(self, topic: str, partition: int, through: int, limit: int) -> tuple[int, int]:
         """Remove up to `limit` of the oldest records with offset <= through;

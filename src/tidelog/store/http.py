@@ -228,16 +228,6 @@ class HTTPStore(Store, CleansRemotely, Watchable):
     ) -> int:
         return self.append_many([AppendBatch(topic, partition, timestamp, [value], [meta])])[0]
 
-    def append(
-        self,
-        topic: str,
-        partition: int,
-        timestamp: int,
-        values: Sequence[bytes | str],
-        metas: Sequence[bytes | None] | None = None,
-    ) -> int:
-        return self.append_many([AppendBatch(topic, partition, timestamp, values, metas)])[0]
-
     def append_many(self, batches: Sequence[AppendBatch], txn: str | None = None) -> list[int] | Replayed:
         """One request, one transaction on the server: all batches or none.
 

@@ -18,8 +18,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import UnknownGroup
+from .. import statements
 from ..base import ConsumerInfo, Pending, PendingSummary, Row
-from .base import MAX_OFFSET, PostgresBase, one, stored
+from ..dialect import POSTGRES
+from .base import MAX_OFFSET, PostgresBase, stored
 from .queues import LOCK_GROUP
 
 _NEED_GROUP = "SELECT 1 FROM tidelog_queue_groups WHERE grp = %s AND topic_id = %s"
@@ -138,10 +140,7 @@ class PostgresConsumers(PostgresBase):
     def queue_list(self, topic: str) -> list[str]:
         topic_id, _ = self._topic_pids(topic, refresh=True)
         with self._conn() as conn:
-            rows = conn.execute(
-                "SELECT grp FROM tidelog_queue_groups WHERE topic_id = %s ORDER BY created, grp", (topic_id,)
-            ).fetchall()
-        return [r[0] for r in rows]
+            return statements.queue_groups(conn, POSTGRES, topic_id)
 
     def queue_delete(self, group: str, topic: str) -> bool:
         topic_id, pids = self._topic_pids(topic, refresh=True)
@@ -178,10 +177,7 @@ class PostgresConsumers(PostgresBase):
         topic_id, pid = self._group_pid(topic, partition)
         with self._conn() as conn:
             self._need_group(conn, group, topic, topic_id)
-            row = conn.execute(
-                "SELECT scanned FROM tidelog_queue_cursors WHERE grp = %s AND pid = %s", (group, pid)
-            ).fetchone()
-        return row[0] if row else 0
+            return statements.queue_cursor(conn, POSTGRES, group, pid)
 
     def queue_set_cursor(self, group: str, topic: str, partition: int, scanned: int) -> None:
         topic_id, pid = self._group_pid(topic, partition)
@@ -269,19 +265,7 @@ class PostgresConsumers(PostgresBase):
         topic_id, pid = self._group_pid(topic, partition)
         with self._conn() as conn:
             self._need_group(conn, group, topic, topic_id)
-            with conn.pipeline():
-                totals = conn.execute(
-                    'SELECT count(*), min("offset"), max("offset") FROM tidelog_queue_state '
-                    "WHERE grp = %s AND pid = %s AND receipt IS NOT NULL",
-                    (group, pid),
-                )
-                per = conn.execute(
-                    "SELECT consumer, count(*) FROM tidelog_queue_state WHERE grp = %s AND pid = %s "
-                    "AND receipt IS NOT NULL GROUP BY consumer ORDER BY consumer NULLS FIRST",
-                    (group, pid),
-                ).fetchall()
-                count, low, high = one(totals)
-        return PendingSummary(count, low, high, [(c, n) for c, n in per])
+            return statements.pending_summary(conn, POSTGRES, group, pid)
 
     def queue_claim(
         self,

@@ -14,7 +14,9 @@ from ...errors import (
     TopicConflict,
     UnknownTopic,
 )
+from .. import statements
 from ..base import AppendBatch, GroupOffset, PartitionInfo, Replayed, Row, TopicInfo
+from ..dialect import POSTGRES
 from .base import (
     _APPEND,
     _APPEND_ONE,
@@ -243,16 +245,6 @@ class PostgresLog(PostgresBase):
             # recreated) elsewhere since we cached its pids.
         raise UnknownTopic(f"topic {topic!r} does not exist")
 
-    def append(
-        self,
-        topic: str,
-        partition: int,
-        timestamp: int,
-        values: Sequence[bytes | str],
-        metas: Sequence[bytes | None] | None = None,
-    ) -> int:
-        return self.append_many([AppendBatch(topic, partition, timestamp, values, metas)])[0]
-
     def append_many(self, batches: Sequence[AppendBatch], txn: str | None = None) -> list[int] | Replayed:
         params = [_append_params(b) for b in batches]
         gone = batches[0]
@@ -351,10 +343,7 @@ class PostgresLog(PostgresBase):
     def committed(self, group: str, topic: str, partition: int) -> int:
         pid = self._pid(topic, partition)
         with self._conn() as conn:
-            row = conn.execute(
-                "SELECT committed FROM tidelog_offsets WHERE grp = %s AND pid = %s", (group, pid)
-            ).fetchone()
-        return row[0] if row else 0
+            return statements.committed(conn, POSTGRES, group, pid)
 
     def ensure_group(self, group: str, mode: str) -> None:
         with self._conn() as conn:
@@ -366,20 +355,11 @@ class PostgresLog(PostgresBase):
 
     def group_offsets(self, group: str) -> list[GroupOffset]:
         with self._conn() as conn:
-            rows = conn.execute(
-                "SELECT o.grp, t.name, p.partition, o.committed FROM tidelog_offsets o "
-                "JOIN tidelog_partitions p ON p.id = o.pid JOIN tidelog_topics t ON t.id = p.topic_id "
-                "WHERE o.grp = %s ORDER BY t.name, p.partition",
-                (group,),
-            ).fetchall()
-        return [GroupOffset(*r) for r in rows]
+            return statements.group_offsets(conn, POSTGRES, group)
 
     def groups(self) -> list[str]:
         with self._conn() as conn:
-            rows = conn.execute(
-                "SELECT name FROM tidelog_groups UNION SELECT grp FROM tidelog_offsets ORDER BY 1"
-            ).fetchall()
-        return [r[0] for r in rows]
+            return statements.group_names(conn, POSTGRES)
 
     def read_before(self, topic: str, partition: int, before: int, limit: int) -> list[Row]:
         pid = self._pid(topic, partition)

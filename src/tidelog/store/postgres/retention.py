@@ -15,8 +15,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from psycopg.types.json import Jsonb
+
 from ...errors import UnknownTopic
+from .. import statements
 from ..base import ScanRow, Usage
+from ..dialect import POSTGRES
 from .base import _SIZE, PostgresBase, one
 
 if TYPE_CHECKING:
@@ -65,13 +69,8 @@ class PostgresRetention(PostgresBase):
     """Mixed into PostgresStore; uses its pooled connections and pid cache."""
 
     def set_topic_config(self, name: str, config: dict[str, Any]) -> None:
-        with self._conn() as conn:
-            cur = conn.execute(
-                "UPDATE tidelog_topics SET config = %s::jsonb WHERE name = %s",
-                (json.dumps(config, sort_keys=True), name),
-            )
-        if cur.rowcount != 1:
-            raise UnknownTopic(f"topic {name!r} does not exist")
+        with self._conn() as db:
+            statements.set_topic_config(db, POSTGRES, name, Jsonb(config))
 
     def scan(
         self, topic: str, partition: int, after: int, limit: int, with_meta: bool = False
@@ -94,9 +93,6 @@ class PostgresRetention(PostgresBase):
         return int(row[0])
 
     def consumption(self, topic: str, partition: int) -> Usage:
-        """What the groups of a partition finished, for retention="consumed":
-        committed offsets of stream groups, done-prefixes of queue groups, and
-        the lowest offset a queue group still has in progress."""
         pid = self._pid(topic, partition)
         with self._conn() as conn:
             stream = [

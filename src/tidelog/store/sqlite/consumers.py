@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import UnknownGroup
+from .. import statements
 from ..base import ConsumerInfo, Pending, PendingSummary, Row
+from ..dialect import SQLITE
 from .base import OFFSET_BITS, OFFSET_SPAN, SQLiteBase
 
 
@@ -75,10 +77,7 @@ class SQLiteConsumers(SQLiteBase):
     def queue_list(self, topic: str) -> list[str]:
         topic_id, _ = self._all_pids(topic)
         with self._read() as conn:
-            rows = conn.execute(
-                "SELECT grp FROM queue_groups WHERE topic_id = ? ORDER BY created, grp", (topic_id,)
-            ).fetchall()
-        return [r[0] for r in rows]
+            return statements.queue_groups(conn, SQLITE, topic_id)
 
     def queue_delete(self, group: str, topic: str) -> bool:
         topic_id, pids = self._all_pids(topic)
@@ -102,10 +101,7 @@ class SQLiteConsumers(SQLiteBase):
         topic_id, pid = self._group_pid(group, topic, partition)
         with self._read() as conn:
             self._need_group(conn, group, topic, topic_id)
-            row = conn.execute(
-                "SELECT scanned FROM queue_cursors WHERE grp = ? AND pid = ?", (group, pid)
-            ).fetchone()
-        return row[0] if row else 0
+            return statements.queue_cursor(conn, SQLITE, group, pid)
 
     def queue_set_cursor(self, group: str, topic: str, partition: int, scanned: int) -> None:
         topic_id, pid = self._group_pid(group, topic, partition)
@@ -203,17 +199,7 @@ class SQLiteConsumers(SQLiteBase):
         topic_id, pid = self._group_pid(group, topic, partition)
         with self._read() as conn:
             self._need_group(conn, group, topic, topic_id)
-            count, low, high = conn.execute(
-                "SELECT count(*), min(offset), max(offset) FROM queue_state "
-                "WHERE grp = ? AND pid = ? AND receipt IS NOT NULL",
-                (group, pid),
-            ).fetchone()
-            per = conn.execute(
-                "SELECT consumer, count(*) FROM queue_state WHERE grp = ? AND pid = ? "
-                "AND receipt IS NOT NULL GROUP BY consumer ORDER BY consumer",
-                (group, pid),
-            ).fetchall()
-        return PendingSummary(count, low, high, [(c, n) for c, n in per])
+            return statements.pending_summary(conn, SQLITE, group, pid)
 
     def queue_claim(
         self,

@@ -16,7 +16,9 @@ from ...errors import (
     TopicConflict,
     UnknownTopic,
 )
+from .. import statements
 from ..base import AppendBatch, GroupOffset, PartitionInfo, Replayed, Row, TopicInfo
+from ..dialect import SQLITE
 from .base import (
     _APPEND_ONE,
     OFFSET_BITS,
@@ -191,16 +193,6 @@ class SQLiteLog(SQLiteBase):
             # recreated) by another process since we cached its pids.
         raise UnknownTopic(f"topic {topic!r} does not exist")
 
-    def append(
-        self,
-        topic: str,
-        partition: int,
-        timestamp: int,
-        values: Sequence[bytes | str],
-        metas: Sequence[bytes | None] | None = None,
-    ) -> int:
-        return self.append_many([AppendBatch(topic, partition, timestamp, values, metas)])[0]
-
     def append_many(self, batches: Sequence[AppendBatch], txn: str | None = None) -> list[int] | Replayed:
         gone = batches[0]
         for attempt in (0, 1):
@@ -283,10 +275,7 @@ class SQLiteLog(SQLiteBase):
     def committed(self, group: str, topic: str, partition: int) -> int:
         pid = self._pid(topic, partition)
         with self._read() as conn:
-            row = conn.execute(
-                "SELECT committed FROM offsets WHERE grp = ? AND pid = ?", (group, pid)
-            ).fetchone()
-        return row[0] if row else 0
+            return statements.committed(conn, SQLITE, group, pid)
 
     def seek(self, group: str, topic: str, partition: int, offset: int) -> None:
         pid = self._pid(topic, partition)
@@ -308,17 +297,8 @@ class SQLiteLog(SQLiteBase):
 
     def group_offsets(self, group: str) -> list[GroupOffset]:
         with self._read() as conn:
-            rows = conn.execute(
-                "SELECT o.grp, t.name, p.partition, o.committed FROM offsets o "
-                "JOIN partitions p ON p.id = o.pid JOIN topics t ON t.id = p.topic_id "
-                "WHERE o.grp = ? ORDER BY t.name, p.partition",
-                (group,),
-            ).fetchall()
-        return [GroupOffset(*r) for r in rows]
+            return statements.group_offsets(conn, SQLITE, group)
 
     def groups(self) -> list[str]:
         with self._read() as conn:
-            rows = conn.execute(
-                "SELECT name FROM groups UNION SELECT DISTINCT grp FROM offsets ORDER BY 1"
-            ).fetchall()
-        return [r[0] for r in rows]
+            return statements.group_names(conn, SQLITE)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...errors import UnknownTopic
+from .. import statements
 from ..base import ScanRow, Usage
+from ..dialect import SQLITE
 from .base import OFFSET_BITS, OFFSET_SPAN, SQLiteBase
 
 
@@ -22,11 +23,7 @@ class SQLiteRetention(SQLiteBase):
 
     def set_topic_config(self, name: str, config: dict[str, Any]) -> None:
         with self._write() as db:
-            cur = db.execute(
-                "UPDATE topics SET config = ? WHERE name = ?", (json.dumps(config, sort_keys=True), name)
-            )
-            if cur.rowcount != 1:
-                raise UnknownTopic(f"topic {name!r} does not exist")
+            statements.set_topic_config(db, SQLITE, name, json.dumps(config, sort_keys=True))
 
     def scan(
         self, topic: str, partition: int, after: int, limit: int, with_meta: bool = False
@@ -54,9 +51,6 @@ class SQLiteRetention(SQLiteBase):
         return int(row[0])
 
     def consumption(self, topic: str, partition: int) -> Usage:
-        """What the groups of a partition finished, for retention="consumed":
-        committed offsets of stream groups, done-prefixes of queue groups, and
-        the lowest offset a queue group still has in progress."""
         pid = self._pid(topic, partition)
         with self._read() as conn:
             stream = [r[0] for r in conn.execute("SELECT committed FROM offsets WHERE pid = ?", (pid,))]
