@@ -151,3 +151,39 @@ def test_bad_options():
         with pytest.raises(tidelog.InvalidName):
             jobs.enqueue("bad name", {})
         assert jobs.retry_delay(1) == 1.0 and jobs.retry_delay(4) == 8.0
+
+
+def test_heartbeat_after_stop_keeps_its_pace_and_never_extends_a_settled_job(tmp_path, caplog):
+    # stop() while a job runs: the heartbeat must go on extending that job's
+    # lease at its interval (not in a tight loop), and never extend a lease the
+    # job has just acked (which logged a spurious "job lease lost").
+    log = tidelog.open(str(tmp_path / "jobs.db"))
+    jobs = tidelog.Jobs(log, queue="jobs", concurrency=2, visibility_timeout=0.3)
+    extends = []
+    extend = jobs.queue.extend
+
+    def counting_extend(d, seconds):
+        extends.append(d.offset)
+        return extend(d, seconds)
+
+    jobs.queue.extend = counting_extend  # the real extend, counted
+    started = []
+
+    @jobs.job("slow")
+    def slow(payload):
+        started.append(payload)
+        if payload == "first":
+            jobs.stop()
+        time.sleep(0.6)  # six heartbeat intervals of 0.1 s
+
+    for i in range(10):
+        jobs.enqueue("slow", "first" if i == 0 else f"n{i}")
+    with caplog.at_level("WARNING", logger="tidelog"):
+        jobs.run(poll=0.05, install_signals=False)
+    assert len(started) <= 2  # stopped taking work after the first batch
+    assert 1 <= len(extends) <= 20, len(extends)  # a tight loop made thousands
+    assert not [
+        r for r in caplog.records if "lease lost" in r.getMessage() or "could not settle" in r.getMessage()
+    ]
+    assert jobs.queue.stats().in_flight == 0
+    log.close()

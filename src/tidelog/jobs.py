@@ -71,7 +71,9 @@ class Jobs:
         self.max_backoff = float(max_backoff)
         self._handlers: dict[str, Handler] = {}
         self._stopping = threading.Event()
+        self._drained = threading.Event()  # set once run() has no job left running
         self._running: dict[Future[None], Delivery] = {}
+        self._settled: set[str] = set()  # receipts being acked or nacked: no longer extended
         self._lock = threading.Lock()
 
     # registering and enqueueing ------------------------------------------------
@@ -114,6 +116,7 @@ class Jobs:
             ", ".join(sorted(self._handlers)) or "none",
             self.concurrency,
         )
+        self._drained.clear()
         heartbeat = threading.Thread(target=self._heartbeat, name="tidelog-jobs-heartbeat", daemon=True)
         heartbeat.start()
         try:
@@ -131,6 +134,7 @@ class Jobs:
                 # Leaving the pool's `with` waits for the running jobs.
         finally:
             self._stopping.set()
+            self._drained.set()
             heartbeat.join(timeout=5)
             if restore:
                 restore()
@@ -145,7 +149,9 @@ class Jobs:
 
     def _finished(self, future: Future[None]) -> None:
         with self._lock:
-            self._running.pop(future, None)
+            d = self._running.pop(future, None)
+            if d is not None:
+                self._settled.discard(d.receipt)
 
     def _install_signals(self) -> Callable[[], None] | None:
         if threading.current_thread() is not threading.main_thread():
@@ -162,11 +168,13 @@ class Jobs:
 
     def _heartbeat(self) -> None:
         # Extend running leases well before they expire, so a long job is
-        # never handed to a second worker while it still runs.
+        # never handed to a second worker while it still runs. It keeps its
+        # pace after stop(): the jobs still running need their leases until
+        # run() has waited for them.
         interval = max(0.05, self.queue.visibility_timeout / 3)
-        while not self._stopping.wait(interval) or self._running:
+        while not self._drained.wait(interval):
             with self._lock:
-                running = list(self._running.items())
+                running = [(f, d) for f, d in self._running.items() if d.receipt not in self._settled]
             for future, d in running:
                 if future.done():
                     continue
@@ -176,11 +184,12 @@ class Jobs:
                         if future in self._running:
                             self._running[future] = new
                 except LeaseLost:
-                    logger.warning("job lease lost (offset %s); it may run again", d.offset)
+                    with self._lock:
+                        settled = d.receipt in self._settled  # acked since we looked: not a loss
+                    if not settled:
+                        logger.warning("job lease lost (offset %s); it may run again", d.offset)
                 except TidelogError:
                     logger.exception("extending a job lease failed")
-            if self._stopping.is_set() and not running:
-                return
 
     def _execute(self, d: Delivery) -> None:
         try:
@@ -188,12 +197,12 @@ class Jobs:
             name, payload = body["job"], body.get("payload")
         except (ValueError, TypeError, KeyError):
             logger.error("not a job record at offset %s; dead-lettering it", d.offset)
-            self._settle(lambda: self.queue.reject(d, reason="not a job record"))
+            self._settle(d, lambda: self.queue.reject(d, reason="not a job record"))
             return
         handler = self._handlers.get(name)
         if handler is None:
             logger.error("no handler for job %r (offset %s); dead-lettering it", name, d.offset)
-            self._settle(lambda: self.queue.reject(d, reason=f"unknown job {name!r}"))
+            self._settle(d, lambda: self.queue.reject(d, reason=f"unknown job {name!r}"))
             return
         try:
             result = handler(payload)
@@ -205,15 +214,15 @@ class Jobs:
                     "job %r failed on its last delivery (%s); dead-lettering it", name, d.delivery_count
                 )
                 reason = f"failed: {type(e).__name__}: {e}"
-                self._settle(lambda: self.queue.reject(self._current(d), reason=reason))
+                self._settle(d, lambda: self.queue.reject(self._current(d), reason=reason))
             else:
                 delay = self.retry_delay(d.delivery_count)
                 logger.exception(
                     "job %r failed (delivery %s); retrying in %.1fs", name, d.delivery_count, delay
                 )
-                self._settle(lambda: self.queue.nack(self._current(d), delay=delay))
+                self._settle(d, lambda: self.queue.nack(self._current(d), delay=delay))
             return
-        self._settle(lambda: self.queue.ack(self._current(d)))
+        self._settle(d, lambda: self.queue.ack(self._current(d)))
 
     def _current(self, d: Delivery) -> Delivery:
         """The delivery with its latest lease (the heartbeat may have extended it)."""
@@ -223,8 +232,9 @@ class Jobs:
                     return current
         return d
 
-    @staticmethod
-    def _settle(action: Callable[[], Any]) -> None:
+    def _settle(self, d: Delivery, action: Callable[[], Any]) -> None:
+        with self._lock:
+            self._settled.add(d.receipt)
         try:
             action()
         except LeaseLost as e:
