@@ -54,17 +54,11 @@ def _committed_for(log: Log, topic: str, p: PartitionInfo, to: str, value: Any) 
     return offset_for_time(log, topic, p.partition, first, p.last_offset, value) - 1
 
 
-def reset_offsets(
+def plan_reset(
     log: Log, group: str, topic: str, to: str, value: int | None = None, partition: int | None = None
-) -> list[GroupLag]:
-    """Set `group`'s committed offsets on `topic` (every partition, or one).
-
-    `to`: "earliest" (re-read all that is kept), "latest" (skip to the end),
-    "offset" with `value` N (the next record read is N + 1), or "time" with
-    `value` in ms since epoch (the next record read is the first appended at
-    or after it). Refused with GroupActive while the group has live members;
-    bad input changes nothing. Returns the group's new lag on the topic.
-    """
+) -> list[tuple[int, int, int]]:
+    """What `reset_offsets` would do, changing nothing: (partition, committed
+    now, committed after) for each partition; the same checks and errors."""
     check_name("group", group)
     check_name("topic", topic)
     if to not in TARGETS:
@@ -89,12 +83,33 @@ def reset_offsets(
             f"group {group!r} has {len(live)} live member(s) ({', '.join(m.member for m in live[:3])}); "
             "stop them (or wait for their session to end) before resetting its offsets"
         )
-    targets = [(p.partition, _committed_for(log, topic, p, to, value)) for p in parts]  # all checked first
+    return [
+        (
+            p.partition,
+            log.store.committed(group, topic, p.partition),
+            _committed_for(log, topic, p, to, value),
+        )
+        for p in parts
+    ]
+
+
+def reset_offsets(
+    log: Log, group: str, topic: str, to: str, value: int | None = None, partition: int | None = None
+) -> list[GroupLag]:
+    """Set `group`'s committed offsets on `topic` (every partition, or one).
+
+    `to`: "earliest" (re-read all that is kept), "latest" (skip to the end),
+    "offset" with `value` N (the next record read is N + 1), or "time" with
+    `value` in ms since epoch (the next record read is the first appended at
+    or after it). Refused with GroupActive while the group has live members;
+    bad input changes nothing. Returns the group's new lag on the topic.
+    """
+    targets = plan_reset(log, group, topic, to, value, partition)  # every check, before any change
     consumer = log.consumer(group)
-    for number, committed in targets:
+    for number, _, committed in targets:
         consumer.seek(topic, number, committed)
-    wanted = {number for number, _ in targets}
+    wanted = {number for number, _, _ in targets}
     return [r for r in log.describe_group(group, [topic]) if r.topic == topic and r.partition in wanted]
 
 
-__all__ = ["TARGETS", "offset_for_time", "reset_offsets"]
+__all__ = ["TARGETS", "offset_for_time", "plan_reset", "reset_offsets"]
