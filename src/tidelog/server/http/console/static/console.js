@@ -54,8 +54,11 @@
     svg.replaceChildren(line);
     if (note) {
       var last = points[points.length - 1][1];
-      note.textContent = "(now " + (Math.round(last * 10) / 10).toLocaleString() + ", peak " +
-        (Math.round(top / 1.1 * 10) / 10).toLocaleString() + ", over " + Math.round((t1 - t0) / 60000) + " min)";
+      var peak = Math.max.apply(null, points.map(function (p) { return p[1]; }));
+      var span = (t1 - t0) / 1000;
+      note.textContent = "(now " + (Math.round(last * 10) / 10).toLocaleString() + " · peak " +
+        (Math.round(peak * 10) / 10).toLocaleString() + " · over the last " +
+        (span < 120 ? Math.round(span) + " s" : Math.round(span / 60) + " min") + ")";
     }
   }
 
