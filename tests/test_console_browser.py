@@ -101,7 +101,11 @@ def test_overview_topic_and_record_with_escaping(page, server, log):
     row = page.locator("tr", has=link)
     expect(row.locator("td").nth(1)).to_have_text("5")  # records
     expect(row.locator("td").nth(3)).not_to_have_text("–")  # an append rate once two samples are in
-    screenshot(page, "console-overview")
+    # On a narrow window the page does not overflow sideways (wide tables scroll in their box).
+    page.set_viewport_size({"width": 390, "height": 800})
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(page, "console-overview-narrow")
+    page.set_viewport_size({"width": 1280, "height": 800})
 
     link.click()
     expect(page.get_by_role("heading", name="orders", exact=True)).to_be_visible()
@@ -245,6 +249,9 @@ def test_redrive_a_dead_letter_back_to_its_topic(page, server, log):
     assert (
         page.locator("#record-value").inner_text() == '{\n  "job": ' + str(first.message.data["job"]) + "\n}"
     )
+    page.goto(server.url + "/console/")  # every kind of row, and a banner, for the docs
+    expect(page.locator(".banner", has_text="jobs.dlq holds 1 record(s)")).to_be_visible()
+    screenshot(page, "console-overview")
 
     # Selecting nothing: a message, nothing moved.
     page.goto(server.url + "/console/queues/jobs/workers")
