@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .config import check_int, check_name
-from .errors import GroupActive, InvalidRequest, OffsetOutOfRange, UnknownPartition
-from .store.base import PartitionInfo
+from .errors import GroupActive, InvalidRequest, OffsetOutOfRange, UnknownGroup, UnknownPartition
+from .store.base import NamedConsumers, PartitionInfo
 
 if TYPE_CHECKING:
     from .log import GroupLag, Log
@@ -70,6 +70,14 @@ def plan_reset(
     elif value is not None:
         raise InvalidRequest(f"a reset to {to} takes no value")
     parts = log.describe(topic).partitions  # UnknownTopic
+    if group not in log.groups():
+        raise UnknownGroup(
+            f"group {group!r} does not exist (a reset moves a group's offsets; it makes no group)"
+        )
+    if isinstance(log.store, NamedConsumers) and any(g == group for _, g in log.queue_groups()):
+        raise InvalidRequest(
+            f"{group!r} is a queue group: its progress is per record, not an offset (redrive dead letters instead)"
+        )
     if partition is not None:
         check_int("partition", partition, 0)
         if partition >= len(parts):

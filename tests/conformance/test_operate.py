@@ -135,7 +135,7 @@ def test_reset_offsets_to_earliest_latest_offset_and_time(olog, clock):
 
 
 @pytest.mark.store_feature("groups")
-def test_reset_is_refused_while_members_live_and_bad_input_changes_nothing(olog):
+def test_reset_is_refused_while_members_live_and_bad_input_changes_nothing(olog, store):
     olog.create_topic("events", partitions=2)
     olog.producer().send("events", 1, partition=0)
     olog.consumer("g").commit("events", 0, 1)
@@ -146,6 +146,7 @@ def test_reset_is_refused_while_members_live_and_bad_input_changes_nothing(olog)
         (("g", "events", "latest", 3), tidelog.InvalidRequest),
         (("g", "events", "yesterday"), tidelog.InvalidRequest),
         (("g", "nosuch", "earliest"), tidelog.UnknownTopic),
+        (("nosuch", "events", "earliest"), tidelog.UnknownGroup),
         (("g", "events", "time", -1), tidelog.InvalidRequest),
     ]:
         with pytest.raises(error):
@@ -161,3 +162,7 @@ def test_reset_is_refused_while_members_live_and_bad_input_changes_nothing(olog)
     assert snapshot(olog)[2] == before[2]
     reset_offsets(olog, "g", "events", "earliest")
     assert olog.consumer("g").committed("events", 0) == 0
+    if store.name != "http":  # the http:// store lists no queue groups
+        olog.queue("events", "workers")
+        with pytest.raises(tidelog.InvalidRequest, match="is a queue group"):
+            reset_offsets(olog, "workers", "events", "earliest")
