@@ -106,6 +106,8 @@ def test_overview_topic_and_record_with_escaping(page, server, log):
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     screenshot(page, "console-overview-narrow")
     page.set_viewport_size({"width": 1280, "height": 800})
+    log.create_topic("late")  # a topic made after the page loaded: the page says so
+    expect(page.locator(".banner", has_text="New topics, partitions or groups")).to_be_visible()
 
     link.click()
     expect(page.get_by_role("heading", name="orders", exact=True)).to_be_visible()

@@ -17,6 +17,7 @@ the validation `/v1` applies.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from starlette.routing import Mount, Route
@@ -36,6 +37,7 @@ def start_history(ctx: Context, interval: float, window: float) -> tuple[History
     async def sample() -> None:
         ov = await ctx.run(overview, ctx.log, history)
         history.record(ctx.log.clock(), sample_values(ov))
+        history.latest = (time.monotonic(), ov)
 
     return history, Sampler(interval, sample)
 

@@ -199,13 +199,15 @@ def finished_per_second(history: History, topic: str, group: str) -> list[tuple[
 
 
 def groups_of_topic(log: Log, topic: str) -> tuple[list[GroupLag], list[str]]:
-    """The stream groups' lag rows on a topic, and the queue groups of it."""
+    """The stream groups that read a topic (committed on it, or a live member
+    subscribes to it) with their lag rows on it, and the topic's queue groups."""
     rows = []
     queue_names = [g for t, g in queue_group_names(log) if t == topic]
     for g in log.groups():
         if g in queue_names:
             continue
-        rows += [r for r in log.describe_group(g) if r.topic == topic]
+        subscribed = any(topic in m.topics for m in log.group(g).members())
+        rows += [r for r in log.describe_group(g, [topic] if subscribed else None) if r.topic == topic]
     return rows, queue_names
 
 

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -36,6 +37,16 @@ class History:
         self._maxlen = int(window / interval) + 1
         self._series: dict[str, deque[tuple[int, float]]] = {}
         self._lock = threading.Lock()
+        # The figures of the last sample and when (time.monotonic()): what the
+        # overview's refresh answers, so open pages add no reads of their own.
+        self.latest: tuple[float, Any] | None = None
+
+    def fresh(self) -> Any | None:
+        """The last sample's figures if taken within the last interval and a half, else None."""
+        latest = self.latest
+        if latest is None or time.monotonic() - latest[0] > self.interval * 1.5:
+            return None
+        return latest[1]
 
     def record(self, at: int, values: dict[str, float]) -> None:
         """One sample of several series; series absent from it (a deleted topic) stop growing."""

@@ -85,7 +85,7 @@ async def queue_group(request: Request) -> Response:
 
 
 async def api_overview(request: Request) -> Response:
-    return await _api(request, pages.overview, history_of(request))
+    return await _api(request, pages.overview, history_of(request), True)
 
 
 async def api_topic(request: Request) -> Response:

@@ -62,9 +62,19 @@
     }
   }
 
+  function unseen(fields) {
+    // Figures the page has no place for: a topic, partition or group that appeared since it loaded.
+    return Object.keys(fields).some(function (k) {
+      return !document.querySelector('[data-live="' + CSS.escape(k) + '"]');
+    });
+  }
+
   function apply(data) {
-    setFields(data.fields || {});
-    setBanners(data.banners || []);
+    var fields = data.fields || {};
+    setFields(fields);
+    var banners = (data.banners || []).slice();
+    if (unseen(fields)) banners.push({ text: "New topics, partitions or groups: reload the page to see them.", href: window.location.href });
+    setBanners(banners);
     document.querySelectorAll("svg[data-chart]").forEach(function (svg) {
       draw(svg, (data.charts || {})[svg.dataset.chart] || []);
     });
