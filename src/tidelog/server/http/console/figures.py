@@ -14,7 +14,7 @@ from ....deadletters import DeadLetter, dead_letters
 from ....errors import UnknownGroup, UnknownTopic
 from ....log import GroupLag, Log
 from ....queues import queue_stats
-from ....store.base import GroupMember, NamedConsumers, QueueStats
+from ....store.base import GroupMember, NamedConsumers, PartitionInfo, QueueStats
 from .history import History
 
 RATE_WINDOW_MS = 60_000  # "append rate" is over the last minute
@@ -67,13 +67,14 @@ class Overview:
     banners: list[dict[str, str]]
 
 
-def _topic_figures(log: Log) -> dict[str, TopicFigures]:
-    out = {}
+def _topic_figures(log: Log) -> tuple[dict[str, TopicFigures], dict[str, list[PartitionInfo]]]:
+    out, parts_of = {}, {}
     for info in log.topics():
         try:
             parts = log.store.partitions(info.name)
         except UnknownTopic:  # deleted meanwhile
             continue
+        parts_of[info.name] = parts
         out[info.name] = TopicFigures(
             info.name,
             len(parts),
@@ -83,14 +84,36 @@ def _topic_figures(log: Log) -> dict[str, TopicFigures]:
             info.config,
             info.created,
         )
-    return out
+    return out, parts_of
 
 
-def stream_group(log: Log, name: str, history: History | None = None) -> StreamGroupFigures:
+def _lag_rows(
+    log: Log, name: str, subscribed: set[str], parts_of: dict[str, list[PartitionInfo]]
+) -> list[GroupLag]:
+    """`Log.describe_group`'s rows from partitions already read for this sample
+    (reading a partition's figures is the costly part of a sample: once each)."""
+    committed = {(o.topic, o.partition): o.committed for o in log.store.group_offsets(name)}
+    rows = []
+    for topic in sorted({t for t, _ in committed} | subscribed):
+        for p in parts_of.get(topic, ()):
+            done = committed.get((topic, p.partition), 0)
+            rows.append(GroupLag(name, topic, p.partition, done, p.last_offset, max(0, p.last_offset - done)))
+    return rows
+
+
+def stream_group(
+    log: Log,
+    name: str,
+    history: History | None = None,
+    parts_of: dict[str, list[PartitionInfo]] | None = None,
+) -> StreamGroupFigures:
     """A stream group's members, generation, assignment and lag per partition."""
     members = log.group(name).members()
     subscribed = {t for m in members for t in m.topics}
-    rows = log.describe_group(name, sorted(subscribed))
+    if parts_of is None:
+        rows = log.describe_group(name, sorted(subscribed))
+    else:
+        rows = _lag_rows(log, name, subscribed, parts_of)
     return StreamGroupFigures(
         name,
         sorted({r.topic for r in rows} | subscribed),
@@ -102,17 +125,26 @@ def stream_group(log: Log, name: str, history: History | None = None) -> StreamG
     )
 
 
-def queue_group(log: Log, topic: str, group: str, history: History | None = None) -> QueueGroupFigures:
+def queue_group(
+    log: Log,
+    topic: str,
+    group: str,
+    history: History | None = None,
+    parts_of: dict[str, list[PartitionInfo]] | None = None,
+) -> QueueGroupFigures:
     """A queue group's counts by state, consumers and dead-letter topic."""
     store = log.store
     info = store.queue_info(group, topic) if isinstance(store, NamedConsumers) else None
     if info is None:
         raise UnknownGroup(f"queue group {group!r} does not exist on topic {topic!r}")
     dead_letter = str(info.get("dead_letter") or f"{topic}.dlq")
-    try:
-        held = sum(p.records for p in store.partitions(dead_letter))
-    except UnknownTopic:  # no dead letter yet: the topic is made with the first
-        held = 0
+    if parts_of is not None:
+        held = sum(p.records for p in parts_of.get(dead_letter, ()))
+    else:
+        try:
+            held = sum(p.records for p in store.partitions(dead_letter))
+        except UnknownTopic:  # no dead letter yet: the topic is made with the first
+            held = 0
     consumers = len(store.queue_consumers(group, topic)) if isinstance(store, NamedConsumers) else 0
     return QueueGroupFigures(
         topic,
@@ -131,18 +163,18 @@ def queue_group_names(log: Log) -> list[tuple[str, str]]:
 
 def overview(log: Log, history: History) -> Overview:
     """Every topic, stream group and queue group, and what needs a look."""
-    topics = _topic_figures(log)
+    topics, parts_of = _topic_figures(log)
     queues = []
     for topic, group in queue_group_names(log):
         try:
-            q = queue_group(log, topic, group, history)
+            q = queue_group(log, topic, group, history, parts_of)
         except (UnknownTopic, UnknownGroup):
             continue
         queues.append(q)
         if q.dead_letter in topics:
             topics[q.dead_letter].dead_letters_of.append((topic, group))
     in_queues = {q.group for q in queues}
-    streams = [stream_group(log, g, history) for g in log.groups() if g not in in_queues]
+    streams = [stream_group(log, g, history, parts_of) for g in log.groups() if g not in in_queues]
     for t in topics.values():
         t.rate = history.rate(f"topic:{t.name}:end", RATE_WINDOW_MS)
     banners = []
