@@ -128,3 +128,20 @@ def test_login_cookie_and_escaping(server, api):
         assert browser.get("/v1/topics").status_code == 401  # but not the API
         browser.post("/console/logout")
         assert browser.get("/console/").status_code == 303
+
+
+def test_record_views_for_json_text_and_bytes(tmp_path):
+    from tidelog.server.http.console.text import preview, value_views
+
+    with tidelog.open(str(tmp_path / "v.db")) as log:
+        producer = log.producer()
+        producer.send("r", {"a": [1, 2]})
+        producer.send("r", "plain text")
+        producer.send("r", b"\x00\xffbin")
+        as_json, as_text, as_bytes = log.read("r", 0)
+    assert value_views(as_json)["pretty"] == '{\n  "a": [\n    1,\n    2\n  ]\n}'
+    assert value_views(as_text)["pretty"] == "plain text"
+    views = value_views(as_bytes)
+    assert "pretty" not in views and views["base64"] == "AP9iaW4="
+    assert views["hex"] == "00000000  " + "00 ff 62 69 6e".ljust(47) + "  ..bin"
+    assert preview(as_bytes) == "(5 bytes) 00 ff 62 69 6e"
