@@ -166,3 +166,18 @@ def test_reset_is_refused_while_members_live_and_bad_input_changes_nothing(olog,
         olog.queue("events", "workers")
         with pytest.raises(tidelog.InvalidRequest, match="is a queue group"):
             reset_offsets(olog, "workers", "events", "earliest")
+
+
+@pytest.mark.store_feature("streams")
+def test_in_flight_shows_delivery_counts_and_lease_deadlines(olog, clock):
+    q = olog.queue("work", "w", visibility_timeout=30)
+    q.send("a")
+    q.send("b")
+    first = q.receive(max_messages=2)
+    clock.now += 31_000  # both leases run out; one is taken again
+    again = q.receive(visibility_timeout=10)
+    leased = {p.offset: (p.delivery_count, p.deadline) for p in q.in_flight()}
+    other = 3 - again[0].offset
+    # The one taken again has a new deadline; the other's lease ran out 1 s ago (due again).
+    assert leased == {again[0].offset: (2, clock.now + 10_000), other: (1, clock.now - 1_000)}
+    assert again[0].lease_deadline == clock.now + 10_000 and first[0].delivery_count == 1

@@ -151,6 +151,7 @@ class Pending(NamedTuple):
     consumer: str | None
     delivered: int  # ms since epoch of the last delivery or claim
     delivery_count: int
+    deadline: int = 0  # ms since epoch when the lease runs out (the record is due again)
 
 
 class PendingSummary(NamedTuple):
