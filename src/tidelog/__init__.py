@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .config import check_durability
+from .deadletters import DeadLetter, Redriven
 from .errors import (
     Closed,
     ConfigurationError,
     Conflict,
+    GroupActive,
     GroupError,
     GroupExists,
     InvalidName,
@@ -70,8 +72,10 @@ __all__ = [
     "ConfigurationError",
     "Conflict",
     "Consumer",
+    "DeadLetter",
     "Delivery",
     "Group",
+    "GroupActive",
     "GroupConsumer",
     "GroupError",
     "GroupExists",
@@ -94,6 +98,7 @@ __all__ = [
     "Prepared",
     "Producer",
     "Queue",
+    "Redriven",
     "Sent",
     "StaleGeneration",
     "StoreError",

@@ -103,6 +103,12 @@ class GroupExists(Conflict):
     code = "group_exists"
 
 
+class GroupActive(Conflict):
+    """A change that needs a stream group without live members (an offset reset) while it has some."""
+
+    code = "group_active"
+
+
 class OffsetOutOfRange(InvalidRequest):
     """An offset outside what a partition holds.
 

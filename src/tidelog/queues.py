@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .config import check_int, check_name
+from .deadletters import Redriven, redrive
 from .errors import ConfigurationError, InvalidRequest
 from .notify import long_poll
 from .records import (
@@ -374,6 +375,11 @@ class Queue:
         )
         self.log.notifier.notify(self.dead_letter, 0, offset)
         return offset
+
+    def redrive(self, offsets: list[int] | None = None) -> Redriven:
+        """Move this topic's dead letters (all, or those at `offsets` of the
+        dead-letter topic) back to it; see `tidelog.deadletters.redrive`."""
+        return redrive(self.log, self.dead_letter, offsets, origin=self.topic)
 
     def stats(self) -> QueueStats:
         """available, in_flight, delayed, dead_lettered, oldest_available_age_ms."""

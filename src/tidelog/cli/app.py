@@ -15,6 +15,7 @@ import tidelog
 
 from .consume import consume, read
 from .context import DEFAULT_URL, URL_HELP, Session
+from .dlq import dlq
 from .groups import groups, offsets
 from .maintenance import clean, jobs
 from .produce import produce
@@ -66,5 +67,5 @@ def cli(ctx: click.Context, url: str, create: bool, json_output: bool) -> None:
     ctx.call_on_close(session.close)
 
 
-for command in (topics, produce, consume, read, groups, offsets, queues, serve, clean, jobs, worker):
+for command in (topics, produce, consume, read, groups, offsets, queues, dlq, serve, clean, jobs, worker):
     cli.add_command(command)

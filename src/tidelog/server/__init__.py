@@ -18,6 +18,7 @@ from ..errors import ConfigurationError
 def _need_extra() -> None:
     try:
         import granian  # noqa: F401
+        import jinja2  # noqa: F401
         import orjson  # noqa: F401
         import prometheus_client  # noqa: F401
         import starlette  # noqa: F401

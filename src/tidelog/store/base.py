@@ -13,8 +13,8 @@ encodes them.
 
 The contract is split by role (`LogStore`, `GroupStore`, `QueueStore`,
 composed into `Store`); what only some stores offer is a runtime-checkable
-capability (`NamedConsumers`, `Cleanable`, `CleansRemotely`, `Watchable`,
-`Reclaimable`), tested with `isinstance`.
+capability (`NamedConsumers`, `Cleanable`, `CleansRemotely`, `RedrivesRemotely`,
+`Watchable`, `Reclaimable`), tested with `isinstance`.
 """
 
 from __future__ import annotations
@@ -151,6 +151,7 @@ class Pending(NamedTuple):
     consumer: str | None
     delivered: int  # ms since epoch of the last delivery or claim
     delivery_count: int
+    deadline: int = 0  # ms since epoch when the lease runs out (the record is due again)
 
 
 class PendingSummary(NamedTuple):
@@ -510,6 +511,16 @@ class CleansRemotely(Protocol):
 
     def clean(self, topic: str | None, chunk: int) -> list[dict[str, Any]]:
         """Clean there; each topic's report as `CleanReport.to_dict()` gives it."""
+
+
+@runtime_checkable
+class RedrivesRemotely(Protocol):
+    """A store whose server redrives dead letters (http://): the core asks it instead."""
+
+    def redrive(
+        self, dead_letter: str, offsets: list[int] | None, origin: str | None
+    ) -> tuple[list[tuple[int, str, int, int]], list[int]]:
+        """Redrive there: ((dead-letter offset, topic, partition, offset) moved, offsets skipped)."""
 
 
 @runtime_checkable

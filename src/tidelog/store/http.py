@@ -38,6 +38,7 @@ from .base import (
     PartitionInfo,
     QueueStats,
     Rebalance,
+    RedrivesRemotely,
     Replayed,
     Row,
     Store,
@@ -93,7 +94,7 @@ def _tls_context() -> Any:
     return httpx.create_ssl_context()  # honours SSL_CERT_FILE and SSL_CERT_DIR
 
 
-class HTTPStore(Store, CleansRemotely, Watchable):
+class HTTPStore(Store, CleansRemotely, RedrivesRemotely, Watchable):
     """Store protocol over HTTP. Thread-safe: one connection pool, reused."""
 
     dialect = "http"
@@ -210,6 +211,18 @@ class HTTPStore(Store, CleansRemotely, Watchable):
         path = "/v1/clean" if topic is None else f"/v1/topics/{_seg(topic)}/clean"
         reports: list[dict[str, Any]] = self._call("POST", path, params={"chunk": chunk})["reports"]
         return reports
+
+    def redrive(
+        self, dead_letter: str, offsets: list[int] | None, origin: str | None
+    ) -> tuple[list[tuple[int, str, int, int]], list[int]]:
+        body: dict[str, Any] = {}
+        if offsets is not None:
+            body["offsets"] = offsets
+        if origin is not None:
+            body["origin"] = origin
+        got = self._call("POST", f"/v1/topics/{_seg(dead_letter)}/redrive", json=body)
+        moved = [(m["dead_letter_offset"], m["topic"], m["partition"], m["offset"]) for m in got["moved"]]
+        return moved, got["skipped"]
 
     def last_clean(self, topic: str) -> dict[str, Any] | None:
         last: dict[str, Any] | None = self._call("GET", f"/v1/topics/{_seg(topic)}")["last_clean"]

@@ -9,7 +9,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
 from ...log import Log
-from . import compat, members, ops, queues, retention, stream, subscribe, v1
+from . import compat, console, members, operate, ops, queues, retention, stream, subscribe, v1
 from .auth import BearerAuth
 from .context import DEFAULT_CLEAN_INTERVAL_S, DEFAULT_MAX_BODY, MAX_WAIT_S, Context, Settings
 from .errors import HANDLERS
@@ -25,6 +25,8 @@ def create_app(
     keepalive: float = 15.0,
     clock: Callable[[], int] | None = None,
     clean_interval: float = DEFAULT_CLEAN_INTERVAL_S,
+    console_interval: float = console.DEFAULT_INTERVAL_S,
+    console_window: float = console.DEFAULT_WINDOW_S,
 ) -> Starlette:
     """An ASGI app serving `log_or_url` (a Log, or a store URL the app opens and closes).
 
@@ -32,7 +34,9 @@ def create_app(
     topic is a 404, whatever the given Log's `auto_create`. `clock` (ms
     since epoch) replaces the wall clock of a log opened from a URL (tests).
     A background cleaner applies retention every `clean_interval` seconds
-    (0: never; `POST /v1/clean` still cleans on demand).
+    (0: never; `POST /v1/clean` still cleans on demand). The console's
+    charts sample the log every `console_interval` seconds and keep
+    `console_window` seconds (0: no sampling, no charts).
     """
     from ... import open as open_log
 
@@ -45,6 +49,10 @@ def create_app(
         raise ValueError("max_body must be at least 1 byte")
     if not clean_interval >= 0:
         raise ValueError("clean_interval must be 0 (off) or a number of seconds")
+    if not console_interval >= 0 or not console_window > 0:
+        raise ValueError(
+            "console_interval must be 0 (off) or a number of seconds, console_window more than 0"
+        )
     ctx = Context(
         log,
         Settings(
@@ -56,12 +64,18 @@ def create_app(
         owns,
     )
 
+    history, sampler = console.start_history(ctx, console_interval, console_window)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await ctx.start()
+        if sampler is not None:
+            sampler.start()
         try:
             yield
         finally:
+            if sampler is not None:
+                await sampler.stop()
             await ctx.stop()
 
     middleware = [Middleware(MetricsMiddleware, metrics=ctx.metrics)]
@@ -75,12 +89,18 @@ def create_app(
             *members.routes,
             *retention.routes,
             *queues.routes,
+            *operate.routes,
             *stream.routes,
             *subscribe.routes,
+            *console.routes(),
         ],
         middleware=middleware,
         exception_handlers=HANDLERS,
         lifespan=lifespan,
     )
     app.state.ctx = ctx
+    app.state.console_history = history
+    app.state.console_token = token or None
+    # Pages refresh their figures about as often as the history samples, every 0.5 to 3 s.
+    app.state.console_refresh_ms = int(min(3.0, max(0.5, console_interval or 3.0)) * 1000)
     return app

@@ -2,27 +2,71 @@
 
 WebSockets carry it in the Authorization header or, since browsers cannot
 set headers there, as `?token=`.
+
+A person's browser cannot send the header on a page it navigates to: the
+console's login form takes the token once and sets a session cookie (gone
+when the browser closes; HttpOnly, SameSite=Strict, so no other site's page
+can use it). The cookie holds an HMAC of the token, not the token, and
+counts only for the console's pages and /docs; the API wants the header.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+from http.cookies import SimpleCookie
 from urllib.parse import unquote_to_bytes
 
 from .errors import error_body
 
-OPEN_PATHS = frozenset({"/healthz"})
+OPEN_PATHS = frozenset({"/healthz", "/console/login"})
+OPEN_PREFIXES = ("/console/static/",)  # the console's stylesheet and scripts hold nothing secret
+SESSION_COOKIE = "tidelog_console"
+
+
+def session_value(token: str) -> str:
+    """The console's session cookie for `token`."""
+    return hmac.new(token.encode(), b"tidelog console session", hashlib.sha256).hexdigest()
+
+
+def is_page(path: str) -> bool:
+    """A path a browser opens by navigating (the console, /docs), where the cookie counts."""
+    return (
+        path in ("/", "/console", "/docs", "/openapi.json")
+        or path.startswith("/console/")
+        or path.startswith("/docs/")
+    )
+
+
+def _cookie(headers) -> str | None:
+    for name, value in headers:
+        if name == b"cookie":
+            jar: SimpleCookie = SimpleCookie()
+            try:
+                jar.load(value.decode("latin-1"))
+            except Exception:  # a malformed Cookie header is no session
+                return None
+            morsel = jar.get(SESSION_COOKIE)
+            return morsel.value if morsel else None
+    return None
 
 
 class BearerAuth:
     def __init__(self, app, token: str):
         self.app = app
         self.expected = b"Bearer " + token.encode()
+        self.session = session_value(token).encode()
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] not in ("http", "websocket") or scope["path"] in OPEN_PATHS:
+        path = scope.get("path", "")
+        if scope["type"] not in ("http", "websocket") or path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
             await self.app(scope, receive, send)
             return
+        if scope["type"] == "http" and is_page(path):
+            cookie = _cookie(scope["headers"])
+            if cookie is not None and hmac.compare_digest(cookie.encode(), self.session):
+                await self.app(scope, receive, send)
+                return
         given = b""
         for name, value in scope["headers"]:
             if name == b"authorization":
@@ -38,6 +82,13 @@ class BearerAuth:
             return
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})  # before accept: a 403 handshake
+            return
+        if not given and (path in ("/", "/console") or path.startswith("/console/")):
+            # A person without a session: the login form, and nothing else.
+            await send(
+                {"type": "http.response.start", "status": 303, "headers": [(b"location", b"/console/login")]}
+            )
+            await send({"type": "http.response.body", "body": b""})
             return
         message = (
             "missing Authorization header: send 'Authorization: Bearer <token>'"

@@ -544,6 +544,50 @@ def spec() -> dict[str, Any]:
         "/v1/groups/{group}/seek": {
             "post": _op("Set the committed offset, backwards too", params=[GROUP_P], body=OFFSET_BODY)
         },
+        "/v1/groups/{group}/reset": {
+            "post": _op(
+                "Reset a stream group's committed offsets on a topic (earliest, latest, an offset, a time); "
+                "409 group_active while it has live members",
+                params=[GROUP_P],
+                body={
+                    "type": "object",
+                    "required": ["topic", "to"],
+                    "properties": {
+                        "topic": NAME,
+                        "to": {"enum": ["earliest", "latest", "offset", "time"]},
+                        "value": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "description": "the offset, or ms since epoch",
+                        },
+                        "partition": OFFSET,
+                    },
+                    "additionalProperties": False,
+                },
+                errors=(400, 404, 409),
+            )
+        },
+        "/v1/topics/{topic}/redrive": {
+            "post": _op(
+                "Move dead letters of this dead-letter topic back to their origin topics (all, or by offset)",
+                params=[TOPIC_P],
+                body={
+                    "type": "object",
+                    "properties": {
+                        "offsets": {
+                            "type": "array",
+                            "items": {"type": "integer", "minimum": 1},
+                            "minItems": 1,
+                            "maxItems": 10000,
+                            "uniqueItems": True,
+                        },
+                        "origin": NAME,
+                    },
+                    "additionalProperties": False,
+                },
+                optional_body=True,
+            )
+        },
         "/v1/queues/{topic}": {
             "post": _op(
                 "Open a queue group: stores max_deliveries, dead_letter and start on first use, answers the stored ones",

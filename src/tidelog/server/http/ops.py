@@ -1,6 +1,14 @@
-"""Operations routes: /healthz, /metrics, /openapi.json and /docs."""
+"""Operations routes: /healthz, /metrics, /openapi.json and /docs.
+
+/docs is Swagger UI 5 from the swagger-ui-bundle-v2 package (the same
+`swagger_ui_bundle` module as swagger-ui-bundle, whose 4.x cannot render the
+OpenAPI 3.1 document served here), served from the installed files: no CDN.
+"""
 
 from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
 
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -8,12 +16,34 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from swagger_ui_bundle import swagger_ui_path
 
+from ...errors import ConfigurationError
 from .openapi import spec
 from .responses import ctx_of
 
 _SPEC = orjson.dumps(spec())
+
+
+def swagger_ui_dir() -> Path:
+    """The newest Swagger UI the `swagger_ui_bundle` module holds, 5 or later.
+
+    Both swagger-ui-bundle (4.x) and swagger-ui-bundle-v2 (5.x) install that
+    module; when both are installed the one installed last owns its
+    `swagger_ui_path`, so the vendored folders are looked at, not that name.
+    """
+    found = []
+    for entry in files("swagger_ui_bundle").joinpath("vendor").iterdir():
+        parts = entry.name.removeprefix("swagger-ui-").split(".")
+        if entry.name.startswith("swagger-ui-") and all(p.isdigit() for p in parts):
+            version = tuple(map(int, parts))
+            if version >= (5,):
+                found.append((version, Path(str(entry))))
+    if not found:
+        raise ConfigurationError(
+            "/docs needs Swagger UI 5 (OpenAPI 3.1): pip install 'swagger-ui-bundle-v2>=5.17'"
+        )
+    return max(found)[1]
+
 
 DOCS_HTML = """<!doctype html>
 <html><head><meta charset="utf-8"><title>tidelog API</title>
@@ -47,5 +77,5 @@ routes = [
     Route("/metrics", metrics, methods=["GET"]),
     Route("/openapi.json", openapi, methods=["GET"]),
     Route("/docs", docs, methods=["GET"]),
-    Mount("/docs/static", StaticFiles(directory=swagger_ui_path), name="docs-static"),
+    Mount("/docs/static", StaticFiles(directory=swagger_ui_dir()), name="docs-static"),
 ]

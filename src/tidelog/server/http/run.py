@@ -143,7 +143,8 @@ def serve(
             loop.add_signal_handler(sig, on_signal)
         base = f"{'https' if tls_cert else 'http'}://{host}:{port}"
         log.info(
-            "HTTP on %s: /v1, /api, /publish, /subscribe (WebSocket); docs %s/docs, metrics %s/metrics",
+            "HTTP on %s: /v1, /api, /publish, /subscribe (WebSocket); console %s/, docs %s/docs, metrics %s/metrics",
+            base,
             base,
             base,
             base,

@@ -238,7 +238,7 @@ class PostgresConsumers(PostgresBase):
         topic_id, pid = self._group_pid(topic, partition)
         # Built from fixed fragments only: every value is a parameter.
         sql = (
-            'SELECT "offset", consumer, coalesce(delivered, 0), deliveries FROM tidelog_queue_state '
+            'SELECT "offset", consumer, coalesce(delivered, 0), deliveries, due FROM tidelog_queue_state '
             'WHERE grp = %(grp)s AND pid = %(pid)s AND "offset" BETWEEN %(first)s AND %(last)s '
             "AND receipt IS NOT NULL"
         )

@@ -178,7 +178,7 @@ class SQLiteConsumers(SQLiteBase):
     ) -> list[Pending]:
         topic_id, pid = self._group_pid(group, topic, partition)
         sql = (
-            "SELECT offset, consumer, coalesce(delivered, 0), deliveries FROM queue_state "
+            "SELECT offset, consumer, coalesce(delivered, 0), deliveries, due FROM queue_state "
             "WHERE grp = ? AND pid = ? AND offset BETWEEN ? AND ? AND receipt IS NOT NULL"
         )
         params: list[Any] = [group, pid, first, last]

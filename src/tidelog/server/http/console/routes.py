@@ -1,0 +1,149 @@
+"""The console's routes: pages (GET), their live figures (/console/api/...),
+login and logout. The actions (POST) are in `actions`."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ....errors import TidelogError
+from ..auth import SESSION_COOKIE, session_value
+from ..errors import status_for
+from ..responses import ctx_of
+from . import actions, pages
+from .history import History
+from .render import page
+
+
+def history_of(request: Request) -> History:
+    return request.app.state.console_history
+
+
+async def _build(request: Request, build: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    ctx = ctx_of(request)
+    return await ctx.run(build, ctx.log, *args)
+
+
+async def _page(
+    request: Request, template: str, build: Callable[..., dict[str, Any]], *args: Any
+) -> Response:
+    try:
+        context = await _build(request, build, *args)
+    except TidelogError as e:
+        return page(request, "error.html", status_for(e), problem=str(e))
+    if "fields" in context:  # a page with live figures: its script refreshes them from the twin
+        context["live"] = "/console/api" + request.url.path.removeprefix("/console")
+        if request.url.query:
+            context["live"] += "?" + request.url.query
+        context["refresh_ms"] = request.app.state.console_refresh_ms
+    return page(request, template, **context)
+
+
+async def _api(request: Request, build: Callable[..., dict[str, Any]], *args: Any) -> Response:
+    try:
+        context = await _build(request, build, *args)
+    except TidelogError as e:
+        return JSONResponse({"error": str(e)}, status_for(e))
+    return JSONResponse(
+        {"fields": context["fields"], "charts": context["charts"], "banners": context.get("banners", [])}
+    )
+
+
+def _args(request: Request) -> dict[str, str]:
+    return dict(request.query_params)
+
+
+async def overview(request: Request) -> Response:
+    return await _page(request, "overview.html", pages.overview, history_of(request))
+
+
+async def topic(request: Request) -> Response:
+    name = request.path_params["topic"]
+    return await _page(request, "topic.html", pages.topic, history_of(request), name, _args(request))
+
+
+async def record(request: Request) -> Response:
+    p = request.path_params
+    return await _page(request, "record.html", pages.record, p["topic"], p["partition"], p["offset"])
+
+
+async def stream_group(request: Request) -> Response:
+    return await _page(
+        request, "group.html", pages.stream_group, history_of(request), request.path_params["group"]
+    )
+
+
+async def queue_group(request: Request) -> Response:
+    p = request.path_params
+    return await _page(request, "queue.html", pages.queue_group, history_of(request), p["topic"], p["group"])
+
+
+async def api_overview(request: Request) -> Response:
+    return await _api(request, pages.overview, history_of(request), True)
+
+
+async def api_topic(request: Request) -> Response:
+    name = request.path_params["topic"]
+    return await _api(request, pages.topic, history_of(request), name, _args(request))
+
+
+async def api_stream_group(request: Request) -> Response:
+    return await _api(request, pages.stream_group, history_of(request), request.path_params["group"])
+
+
+async def api_queue_group(request: Request) -> Response:
+    p = request.path_params
+    return await _api(request, pages.queue_group, history_of(request), p["topic"], p["group"])
+
+
+async def login(request: Request) -> Response:
+    token = request.app.state.console_token
+    if token is None:
+        return RedirectResponse("/console/", 303)
+    if request.method == "GET":
+        return page(request, "login.html")
+    form = await actions.read_form(request)
+    given = str(form.get("token", ""))
+    if not hmac.compare_digest(given.encode(), token.encode()):
+        return page(request, "login.html", 401, error="That is not the server's token.")
+    response = RedirectResponse("/console/", 303)
+    # No max-age: a session cookie, gone when the browser closes.
+    response.set_cookie(SESSION_COOKIE, session_value(token), path="/", httponly=True, samesite="strict")
+    return response
+
+
+async def logout(request: Request) -> Response:
+    response = RedirectResponse("/console/login", 303)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+async def root(request: Request) -> Response:
+    return RedirectResponse("/console/", 303)
+
+
+console_routes = [
+    Route("/", overview, methods=["GET"]),
+    Route("/login", login, methods=["GET", "POST"]),
+    Route("/logout", logout, methods=["POST"]),
+    Route("/topics/{topic}", topic, methods=["GET"]),
+    Route("/topics/{topic}/produce", actions.produce, methods=["POST"]),
+    Route("/topics/{topic}/partitions/{partition:int}/records/{offset:int}", record, methods=["GET"]),
+    Route("/groups/{group}", stream_group, methods=["GET"]),
+    Route("/groups/{group}/reset", actions.reset, methods=["POST"]),
+    Route("/queues/{topic}/{group}", queue_group, methods=["GET"]),
+    Route("/queues/{topic}/{group}/redrive", actions.redrive_dead_letters, methods=["POST"]),
+    Route("/api/", api_overview, methods=["GET"]),
+    Route("/api/topics/{topic}", api_topic, methods=["GET"]),
+    Route("/api/groups/{group}", api_stream_group, methods=["GET"]),
+    Route("/api/queues/{topic}/{group}", api_queue_group, methods=["GET"]),
+    Mount(
+        "/static", StaticFiles(packages=[("tidelog.server.http.console", "static")]), name="console-static"
+    ),
+]

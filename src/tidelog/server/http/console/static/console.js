@@ -1,0 +1,99 @@
+// tidelog console: refresh the page's figures, banners and charts from
+// /console/api/... every few seconds, without reloading the page. Figures
+// are written with textContent and charts built with the DOM: nothing the
+// server sends is ever read as HTML.
+(function () {
+  "use strict";
+  var body = document.body;
+  var source = body.dataset.live;
+  var every = parseInt(body.dataset.refreshMs || "3000", 10);
+  var SVG = "http://www.w3.org/2000/svg";
+
+  function setFields(fields) {
+    document.querySelectorAll("[data-live]").forEach(function (el) {
+      if (el === body) return;
+      var value = fields[el.dataset.live];
+      if (value !== undefined && el.textContent !== value) el.textContent = value;
+    });
+  }
+
+  function setBanners(list) {
+    var box = document.getElementById("banners");
+    if (!box) return;
+    box.replaceChildren.apply(box, list.map(function (b) {
+      var p = document.createElement("p");
+      p.className = "banner";
+      if (b.href) {
+        var a = document.createElement("a");
+        a.href = b.href;
+        a.textContent = b.text;
+        p.appendChild(a);
+      } else {
+        p.textContent = b.text;
+      }
+      return p;
+    }));
+  }
+
+  function draw(svg, points) {
+    var note = document.querySelector('[data-chart-note="' + svg.dataset.chart + '"]');
+    if (points.length < 2) {
+      svg.replaceChildren();
+      if (note) note.textContent = "(collecting: a point every few seconds)";
+      return;
+    }
+    var t0 = points[0][0], t1 = points[points.length - 1][0];
+    var top = Math.max.apply(null, points.map(function (p) { return p[1]; }));
+    top = top > 0 ? top * 1.1 : 1;
+    var line = document.createElementNS(SVG, "polyline");
+    line.setAttribute("points", points.map(function (p) {
+      var x = t1 > t0 ? (p[0] - t0) / (t1 - t0) * 600 : 0;
+      var y = 160 - p[1] / top * 150 - 5;
+      return x.toFixed(1) + "," + y.toFixed(1);
+    }).join(" "));
+    svg.replaceChildren(line);
+    if (note) {
+      var last = points[points.length - 1][1];
+      var peak = Math.max.apply(null, points.map(function (p) { return p[1]; }));
+      var span = (t1 - t0) / 1000;
+      note.textContent = "(now " + (Math.round(last * 10) / 10).toLocaleString() + " · peak " +
+        (Math.round(peak * 10) / 10).toLocaleString() + " · over the last " +
+        (span < 120 ? Math.round(span) + " s" : Math.round(span / 60) + " min") + ")";
+    }
+  }
+
+  function unseen(fields) {
+    // Figures the page has no place for: a topic, partition or group that appeared since it loaded.
+    return Object.keys(fields).some(function (k) {
+      return !document.querySelector('[data-live="' + CSS.escape(k) + '"]');
+    });
+  }
+
+  function apply(data) {
+    var fields = data.fields || {};
+    setFields(fields);
+    var banners = (data.banners || []).slice();
+    if (unseen(fields)) banners.push({ text: "New topics, partitions or groups: reload the page to see them.", href: window.location.href });
+    setBanners(banners);
+    document.querySelectorAll("svg[data-chart]").forEach(function (svg) {
+      draw(svg, (data.charts || {})[svg.dataset.chart] || []);
+    });
+  }
+
+  function refresh() {
+    fetch(source, { headers: { accept: "application/json" }, credentials: "same-origin" })
+      .then(function (r) {
+        if (r.redirected || r.status === 401) { window.location.reload(); return null; }
+        return r.ok ? r.json() : null;
+      })
+      .then(function (data) {
+        if (data) { apply(data); body.dataset.refreshed = String(Date.now()); }
+      })
+      .catch(function () { /* the server restarts: try again next time */ })
+      .finally(function () { window.setTimeout(refresh, every); });
+  }
+
+  var initial = document.getElementById("live-data");
+  if (initial) apply(JSON.parse(initial.textContent));
+  if (source) window.setTimeout(refresh, every);
+})();

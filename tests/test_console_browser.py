@@ -1,0 +1,268 @@
+"""The console in a real browser (headless Chromium): log in with the token,
+see a topic on the overview, browse to a record, watch a lag figure fall
+while the page stays put, redrive a dead letter, reset a group's offsets;
+bad input shows a message and changes nothing; names and values render as
+text. One server and one browser for the module; each test writes its own
+topics. Screenshots of each page go to docs/screenshots/."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import tidelog
+from browser import chromium, screenshot
+from tidelog.deadletters import dead_letters
+
+TOKEN = "console-test-token"
+XSS = "<script>document.title='pwned'</script>"
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("console") / "log.db")
+
+
+@pytest.fixture(scope="module")
+def server(db):
+    from tidelog.server.http.thread import ServerThread
+
+    tidelog.open(db).close()
+    with ServerThread(db, token=TOKEN, clean_interval=0, console_interval=0.5) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def log(db, server):
+    with tidelog.open(db) as log:
+        yield log
+
+
+@pytest.fixture(scope="module")
+def browser_page(server):
+    with chromium() as browser:
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        page = context.new_page()
+        dialogs: list[str] = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.dialogs = dialogs
+        yield page
+        context.close()
+
+
+@pytest.fixture
+def page(browser_page, server):
+    """The module's page, logged in (the first test logs in through the form)."""
+    browser_page.set_default_timeout(10_000)
+    if not any(c["name"] == "tidelog_console" for c in browser_page.context.cookies()):
+        browser_page.goto(server.url + "/console/login")
+        browser_page.get_by_label("Token").fill(TOKEN)
+        browser_page.get_by_role("button", name="Log in").click()
+        browser_page.wait_for_url(server.url + "/console/")
+    return browser_page
+
+
+def test_without_the_token_only_the_login_form_is_served(browser_page, server):
+    from playwright.sync_api import expect
+
+    page = browser_page
+    for path in ("/", "/console/", "/console/topics/x", "/console/api/"):
+        page.goto(server.url + path)
+        assert page.url == server.url + "/console/login", path
+    expect(page.get_by_role("heading", name="Log in")).to_be_visible()
+    screenshot(page, "console-login")
+    page.get_by_label("Token").fill("not-it")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.locator(".error")).to_have_text("That is not the server's token.")
+    page.get_by_label("Token").fill(TOKEN)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(server.url + "/console/")
+    cookie = next(c for c in page.context.cookies() if c["name"] == "tidelog_console")
+    # A session cookie (no expiry), unreadable by scripts, never sent by other sites.
+    assert cookie["expires"] == -1 and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert TOKEN not in cookie["value"]
+    # The API still wants the header: the cookie opens pages, not /v1.
+    assert page.request.get(server.url + "/v1/topics").status == 401
+
+
+def test_overview_topic_and_record_with_escaping(page, server, log):
+    from playwright.sync_api import expect
+
+    log.create_topic("orders", partitions=2)
+    producer = log.producer()
+    for i in range(5):
+        producer.send(
+            "orders", {"order": i, "note": XSS}, key=f"{XSS}{i}", headers={"h": XSS}, partition=i % 2
+        )
+    page.goto(server.url + "/console/")
+    link = page.get_by_role("link", name="orders", exact=True)
+    expect(link).to_be_visible()
+    row = page.locator("tr", has=link)
+    expect(row.locator("td").nth(1)).to_have_text("5")  # records
+    expect(row.locator("td").nth(3)).not_to_have_text("–")  # an append rate once two samples are in
+    # On a narrow window the page does not overflow sideways (wide tables scroll in their box).
+    page.set_viewport_size({"width": 390, "height": 800})
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(page, "console-overview-narrow")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    log.create_topic("late")  # a topic made after the page loaded: the page says so
+    expect(page.locator(".banner", has_text="New topics, partitions or groups")).to_be_visible()
+
+    link.click()
+    expect(page.get_by_role("heading", name="orders", exact=True)).to_be_visible()
+    browse = page.get_by_role("form", name="Browse records")
+    browse.get_by_label("Partition").select_option("1")
+    browse.get_by_role("button", name="Show").click()
+    keys = page.locator("td.key").all_inner_texts()
+    assert keys == [f"{XSS}1", f"{XSS}3"]  # text on the page, never markup
+    page.wait_for_selector("svg[data-chart=rate] polyline", state="attached")
+    screenshot(page, "console-topic")
+    page.get_by_role("link", name="2", exact=True).last.click()  # partition 1, offset 2
+    page.wait_for_url(re.compile(r"/partitions/1/records/2$"))
+    assert '"order": 3' in page.locator("#record-value").inner_text()
+    expect(page.locator("#record-key")).to_have_text(f"{XSS}3")
+    expect(page.locator("table").first).to_contain_text(XSS)  # the header's value
+    screenshot(page, "console-record")
+    assert page.title() != "pwned" and page.dialogs == []
+
+    # A key search finds the record wherever it is in the partition.
+    page.goto(server.url + "/console/topics/orders?partition=0")
+    browse = page.get_by_role("form", name="Browse records")
+    browse.get_by_label("Key").fill(f"{XSS}4")
+    browse.get_by_role("button", name="Show").click()
+    assert page.locator("td.key").all_inner_texts() == [f"{XSS}4"]
+    expect(page.locator("main")).to_contain_text("1 found")
+    # A name that cannot be a topic is shown as text on the error page.
+    response = page.goto(server.url + "/console/topics/%3Cscript%3Ealert(1)")
+    assert response.status == 400 and "'<script>alert(1)'" in page.locator(".error").inner_text()
+    assert page.dialogs == []
+
+
+def test_produce_from_the_form(page, server, log):
+    from playwright.sync_api import expect
+
+    log.create_topic("tests")
+    page.goto(server.url + "/console/topics/tests")
+    page.get_by_label("Value", exact=True).fill('{"hello": "console"}')
+    page.locator("form[action$='/produce']").get_by_role("textbox", name="Key").fill("k1")
+    page.get_by_label("Headers", exact=False).fill("source: console")
+    page.get_by_role("button", name="Produce").click()
+    expect(page.locator(".notice")).to_have_text("Produced a record to tests/0 at offset 1.")
+    got = log.read("tests", 0)
+    assert [(m.data, m.key, m.headers) for m in got] == [
+        ({"hello": "console"}, b"k1", [("source", b"console")])
+    ]
+    # Bad JSON: a message on the page, and nothing written.
+    page.get_by_label("Value", exact=True).fill("{not json")
+    page.get_by_role("button", name="Produce").click()
+    expect(page.locator(".error")).to_contain_text("not valid JSON")
+    assert len(log.read("tests", 0)) == 1
+
+
+def test_lag_falls_while_the_page_stays(page, server, log):
+    from playwright.sync_api import expect
+
+    log.create_topic("events", partitions=1)
+    log.producer().send_batch("events", list(range(30)))
+    reader = log.consumer("analytics")
+    reader.commit("events", 0, 10)
+    page.goto(server.url + "/console/groups/analytics")
+    expect(page.locator('[data-live="lag"]')).to_have_text("20")
+    # The chart, from the server's samples, shows the lag before the consumer runs ...
+    expect(page.locator('[data-chart-note="lag"]')).to_contain_text("peak 20")
+    page.evaluate("window.stayed = true")
+    for m in reader.fetch("events", 0, 100):
+        reader.commit(m)
+    expect(page.locator('[data-live="lag"]')).to_have_text("0")
+    expect(page.locator('[data-live="events:0:committed"]')).to_have_text("30")
+    assert page.evaluate("window.stayed") is True  # refreshed in place, no reload
+    expect(page.locator('[data-chart-note="lag"]')).to_contain_text("now 0")  # ... and after
+    screenshot(page, "console-group")
+
+
+def test_reset_offsets_with_confirmation_refused_while_live(page, server, log):
+    from playwright.sync_api import expect
+
+    log.create_topic("clicks", partitions=2)
+    log.producer().send_batch("clicks", list(range(6)), partition=0)
+    log.consumer("dash").commit("clicks", 0, 6)
+    page.goto(server.url + "/console/groups/dash")
+    page.get_by_role("spinbutton", name="committed offset").fill("2")
+    page.get_by_role("radio", name=re.compile("committed offset")).check()
+    page.locator("input[name=partition]").fill("0")
+    page.get_by_role("button", name="Review the reset").click()
+    expect(page.get_by_role("heading", name=re.compile("Reset the offsets of dash"))).to_be_visible()
+    expect(page.locator("tbody tr").first).to_have_text(re.compile(r"0\s*6\s*2\s*3"))
+    screenshot(page, "console-reset")
+    assert log.consumer("dash").committed("clicks", 0) == 6  # nothing yet
+    page.get_by_role("button", name="Reset offsets").click()
+    expect(page.locator(".notice")).to_contain_text("clicks/0 → 2")
+    assert log.consumer("dash").committed("clicks", 0) == 2
+
+    # Past the end: a message, nothing changed.
+    page.get_by_role("spinbutton", name="committed offset").fill("99")
+    page.get_by_role("radio", name=re.compile("committed offset")).check()
+    page.locator("input[name=partition]").fill("0")
+    page.get_by_role("button", name="Review the reset").click()
+    expect(page.locator(".error")).to_contain_text("past the end")
+    # A live member: refused, as Kafka refuses it.
+    member = log.consumer("dash", topics=["clicks"], heartbeat_interval=0, member_id="m1")
+    try:
+        member.poll(timeout=0)
+        page.goto(server.url + "/console/groups/dash")
+        page.get_by_role("radio", name=re.compile("earliest")).check()
+        page.get_by_role("button", name="Review the reset").click()
+        expect(page.locator(".error")).to_contain_text("live member")
+    finally:
+        member.close()
+    assert log.consumer("dash").committed("clicks", 0) == 2
+
+
+def test_redrive_a_dead_letter_back_to_its_topic(page, server, log):
+    from playwright.sync_api import expect
+
+    log.create_topic("jobs")
+    q = log.queue("jobs", "workers")
+    for i in range(3):
+        q.send({"job": i}, key=f"j{i}", headers={"trace": f"t{i}"})
+    delivered = q.receive(max_messages=3)
+    for d in delivered[:2]:
+        q.reject(d, reason="handler failed")
+    q.ack(delivered[2])
+    page.goto(server.url + "/console/")
+    expect(page.locator(".banner", has_text="jobs.dlq holds 2 record(s)")).to_be_visible()
+    page.locator(".banner a", has_text="jobs.dlq").click()  # the banner leads to the dead letters
+    expect(page.get_by_role("heading", name="Dead letters in jobs.dlq")).to_be_visible()
+    expect(page.locator('[data-live="dead_letter_records"]')).to_have_text("2")
+    page.wait_for_selector("svg[data-chart=depth] polyline", state="attached")
+    screenshot(page, "console-queue")
+    first = dead_letters(log, "jobs.dlq")[0]
+    page.get_by_label(f"redrive the dead letter at offset {first.offset}").check()
+    page.get_by_role("button", name="Redrive selected").click()
+    expect(page.locator(".notice")).to_contain_text("Redrove 1 dead letter(s) to jobs: jobs/0@4")
+    back = log.read("jobs", 0, after=3)
+    assert [(m.data, m.key, dict(m.headers)["trace"]) for m in back] == [
+        (first.message.data, first.message.key, dict(first.message.headers)["trace"])
+    ]
+    assert [d.offset for d in dead_letters(log, "jobs.dlq")] != [first.offset]
+    # Seen back in the origin topic, on its page.
+    page.goto(server.url + "/console/topics/jobs/partitions/0/records/4")
+    assert (
+        page.locator("#record-value").inner_text() == '{\n  "job": ' + str(first.message.data["job"]) + "\n}"
+    )
+    page.goto(server.url + "/console/")  # every kind of row, and a banner, for the docs
+    expect(page.locator(".banner", has_text="jobs.dlq holds 1 record(s)")).to_be_visible()
+    screenshot(page, "console-overview")
+
+    # Selecting nothing: a message, nothing moved.
+    page.goto(server.url + "/console/queues/jobs/workers")
+    page.get_by_role("button", name="Redrive selected").click()
+    expect(page.locator(".error")).to_have_text("select the dead letters to redrive (or redrive all)")
+    assert len(dead_letters(log, "jobs.dlq")) == 1
+    # The origin topic deleted meanwhile: a clear message, the dead letter stays.
+    page.goto(server.url + "/console/queues/jobs/workers")
+    log.delete_topic("jobs")
+    page.get_by_role("button", name="Redrive all to jobs").click()
+    expect(page.locator(".error")).to_contain_text("does not exist")
+    assert len(dead_letters(log, "jobs.dlq")) == 1
