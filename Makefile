@@ -4,12 +4,12 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench docs docs-serve clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,server,client,spark,postgres,resp]'
+	$(PY) -m pip install --quiet -e '.[dev,server,client,spark,postgres,resp,docs]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -29,5 +29,12 @@ bench: $(STAMP)
 	$(PY) bench/postgres.py
 	$(PY) bench/postgres_queues.py
 
+# The docs site into site/; --strict turns a broken link or reference into an error.
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
+docs-serve: $(STAMP)
+	$(VENV)/bin/mkdocs serve
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache tidelog.db tidelog.db-wal tidelog.db-shm
+	rm -rf site $(VENV) .pytest_cache .ruff_cache tidelog.db tidelog.db-wal tidelog.db-shm
