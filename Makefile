@@ -16,8 +16,8 @@ run: $(STAMP)
 	$(VENV)/bin/tidelog serve --db ./tidelog.db --host 127.0.0.1 --port 7070
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check --output-format concise src tests bench examples
-	$(VENV)/bin/ruff format --check src tests bench examples
+	$(VENV)/bin/ruff check --output-format concise src tests bench examples docs/gen_pages.py
+	$(VENV)/bin/ruff format --check src tests bench examples docs/gen_pages.py
 	$(VENV)/bin/mypy  # strict on the core and the stores, checked-untyped elsewhere (pyproject.toml)
 
 test: lint

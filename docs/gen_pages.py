@@ -56,7 +56,9 @@ def _type(schema: dict[str, Any]) -> str:
     if low is not None or "maximum" in schema:
         bounds.append(f"{low if low is not None else ''}..{schema.get('maximum', '')}")
     if "pattern" in schema:
-        bounds.append("a name" if schema["pattern"] == "^[A-Za-z0-9._-]{1,200}$" else f"`{schema['pattern']}`")
+        bounds.append(
+            "a name" if schema["pattern"] == "^[A-Za-z0-9._-]{1,200}$" else f"`{schema['pattern']}`"
+        )
     return f"{kind} ({', '.join(bounds)})" if bounds else str(kind)
 
 
@@ -82,7 +84,12 @@ def _operation(method: str, path: str, op: dict[str, Any]) -> list[str]:
         need = set(schema.get("required", ()))
         optional = "" if body.get("required") else " (optional)"
         if props:
-            lines += [f"Body{optional}:", "", "| field | required | type | meaning |", "| --- | --- | --- | --- |"]
+            lines += [
+                f"Body{optional}:",
+                "",
+                "| field | required | type | meaning |",
+                "| --- | --- | --- | --- |",
+            ]
             for name, sub in props.items():
                 lines.append(
                     f"| `{name}` | {'yes' if name in need else 'no'} | {_cell(_type(sub))} "
@@ -204,7 +211,9 @@ def _worker_metrics(work: Path) -> list[tuple[str, str, str, list[str]]]:
     log = tidelog.open(str(work / "worker.db"))
     try:
         log.create_topic("orders")
-        config = load({"topics": {"orders": {"groups": {"mailer": {"endpoint": "http://127.0.0.1:9/"}}}}}).resolve(log)
+        config = load(
+            {"topics": {"orders": {"groups": {"mailer": {"endpoint": "http://127.0.0.1:9/"}}}}}
+        ).resolve(log)
         metrics = Metrics(log, config)
         metrics.delivered("mailer", "orders", 0, records=1)
         metrics.failed("mailer", "orders", 0, "timeout")
@@ -252,7 +261,7 @@ def metrics_page() -> str:
             "",
             "- `tidelog_group_lag` growing for a stream group: its consumers fall behind.",
             "- `tidelog_queue_oldest_available_age_seconds` growing: a queue group's workers do not",
-            "  keep up; `tidelog_queue_messages{state=\"dead_lettered\"}` rising: records fail",
+            '  keep up; `tidelog_queue_messages{state="dead_lettered"}` rising: records fail',
             "  more often than `max_deliveries` allows.",
             "- `tidelog_worker_failures_total` rising while `tidelog_worker_lag` grows: an endpoint",
             "  refuses or times out, and the worker retries the same batch.",
