@@ -29,12 +29,15 @@ bench: $(STAMP)
 	$(PY) bench/postgres.py
 	$(PY) bench/postgres_queues.py
 
+# mkdocs and its theme print a banner about MkDocs 2 on every build; these turn it off.
+MKDOCS_QUIET := NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true
+
 # The docs site into site/; --strict turns a broken link or reference into an error.
 docs: $(STAMP)
-	$(VENV)/bin/mkdocs build --strict --site-dir site
+	$(MKDOCS_QUIET) $(VENV)/bin/mkdocs build --strict --site-dir site
 
 docs-serve: $(STAMP)
-	$(VENV)/bin/mkdocs serve
+	$(MKDOCS_QUIET) $(VENV)/bin/mkdocs serve
 
 clean:
 	rm -rf site $(VENV) .pytest_cache .ruff_cache tidelog.db tidelog.db-wal tidelog.db-shm
