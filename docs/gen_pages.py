@@ -52,7 +52,9 @@ def _type(schema: dict[str, Any]) -> str:
         items = schema.get("items")
         return f"array of {_type(items)}" if items else "array"
     bounds = []
-    low = schema.get("minimum", schema.get("exclusiveMinimum"))
+    low = schema.get("minimum")
+    if low is None and "exclusiveMinimum" in schema:
+        low = f">{schema['exclusiveMinimum']}"
     if low is not None or "maximum" in schema:
         bounds.append(f"{low if low is not None else ''}..{schema.get('maximum', '')}")
     if "pattern" in schema:

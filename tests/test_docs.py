@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -109,6 +110,12 @@ class PageRun:
     stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     def start_server(self) -> None:
+        try:
+            import granian  # noqa: F401
+            import hiredis  # noqa: F401
+            import starlette  # noqa: F401
+        except ImportError as e:
+            need_service("the tidelog server", f"{e}; pip install 'tidelog[server]'")
         http, resp = free_port(), free_port()
         self.ports.update({"7070": str(http), "7379": str(resp)})
         log = open(self.directory / "serve.log", "wb")  # noqa: SIM115 - closed in close()
@@ -208,6 +215,9 @@ def run_python(run: PageRun, block: Block) -> None:
 
 
 def run_shell(run: PageRun, block: Block) -> None:
+    for tool, package in (("curl", "curl"), ("redis-cli", "redis-tools"), ("openssl", "openssl")):
+        if re.search(rf"(^|[\s|(]){tool} ", block.code, re.M) and shutil.which(tool) is None:
+            need_service(tool, f"{block.id} runs it: apt-get install {package}")
     code = run.rewrite(block.code)
     # A reader's .venv/bin is this interpreter's. curl fails on an HTTP error status here,
     # unless the line prints the status itself (-w) to show an error.
@@ -250,6 +260,14 @@ def test_blocks_not_run_say_why() -> None:
         assert len(b.not_tested) > 10, f"{b.id}: say why the block is not run"
     # Most examples run: a page full of marks would be a page nobody checks.
     assert len(skipped) * 4 < len(BLOCKS), [b.id for b in skipped]
+
+
+def test_every_redis_command_has_a_summary() -> None:
+    # The generated command table (and COMMAND DOCS) reads them; a command without one is a blank row.
+    from tidelog.server.resp.commands import COMMANDS, SUMMARIES
+
+    assert set(SUMMARIES) == set(COMMANDS)
+    assert all(SUMMARIES.values())
 
 
 def test_readme_is_short() -> None:
