@@ -106,6 +106,7 @@ class PageRun:
     namespace: dict[str, Any] = field(default_factory=dict)
     ports: dict[str, str] = field(default_factory=dict)
     pg_url: str | None = None
+    ran: set[int] = field(default_factory=set)  # lines of the blocks run (or tried) so far
     server: subprocess.Popen | None = None
     stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
@@ -248,10 +249,12 @@ def run_shell(run: PageRun, block: Block) -> None:
 @pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])
 def test_snippet(block: Block, pages: Pages) -> None:
     run = pages.run_for(block.page)
-    if block.lang == "python":
-        run_python(run, block)
-    else:
-        run_shell(run, block)
+    # A block builds on the page's earlier ones: run those first when they were not
+    # (a test selected with -k), and each block once.
+    for earlier in [b for b in RUN if b.page == block.page and b.line <= block.line]:
+        if earlier.line not in run.ran:
+            run.ran.add(earlier.line)
+            (run_python if earlier.lang == "python" else run_shell)(run, earlier)
 
 
 def test_blocks_not_run_say_why() -> None:
