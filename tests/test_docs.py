@@ -273,6 +273,21 @@ def test_every_redis_command_has_a_summary() -> None:
     assert all(SUMMARIES.values())
 
 
+def test_python_reference_names_every_public_name() -> None:
+    import tidelog
+
+    page = (ROOT / "docs/reference/python.md").read_text(encoding="utf-8")
+    missing = [
+        name
+        for name in tidelog.__all__
+        if f"::: tidelog.{name}\n" not in page
+        # the exceptions are documented together, as the module that holds them
+        and not (isinstance(getattr(tidelog, name), type) and issubclass(getattr(tidelog, name), Exception))
+    ]
+    assert "::: tidelog.errors\n" in page
+    assert not missing, f"add these to docs/reference/python.md: {missing}"
+
+
 def test_readme_is_short() -> None:
     lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
     assert lines <= 160, f"README.md has {lines} lines; move detail into docs/"
