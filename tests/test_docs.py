@@ -288,6 +288,14 @@ def test_python_reference_names_every_public_name() -> None:
     assert not missing, f"add these to docs/reference/python.md: {missing}"
 
 
+def test_readme_links_resolve() -> None:
+    # mkdocs checks the site's links; the README is read on its own (GitHub, PyPI).
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    broken = [t for t in targets if "://" not in t and not (ROOT / t).exists()]
+    assert targets and not broken, broken
+
+
 def test_readme_is_short() -> None:
     lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
     assert lines <= 160, f"README.md has {lines} lines; move detail into docs/"
