@@ -4,20 +4,20 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench docs docs-serve clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,server,client,spark,postgres,resp]'
+	$(PY) -m pip install --quiet -e '.[dev,server,client,spark,postgres,resp,docs]'
 	touch $(STAMP)
 
 run: $(STAMP)
 	$(VENV)/bin/tidelog serve --db ./tidelog.db --host 127.0.0.1 --port 7070
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check --output-format concise src tests bench examples
-	$(VENV)/bin/ruff format --check src tests bench examples
+	$(VENV)/bin/ruff check --output-format concise src tests bench examples docs/gen_pages.py
+	$(VENV)/bin/ruff format --check src tests bench examples docs/gen_pages.py
 	$(VENV)/bin/mypy  # strict on the core and the stores, checked-untyped elsewhere (pyproject.toml)
 
 test: lint
@@ -29,5 +29,15 @@ bench: $(STAMP)
 	$(PY) bench/postgres.py
 	$(PY) bench/postgres_queues.py
 
+# mkdocs and its theme print a banner about MkDocs 2 on every build; these turn it off.
+MKDOCS_QUIET := NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true
+
+# The docs site into site/; --strict turns a broken link or reference into an error.
+docs: $(STAMP)
+	$(MKDOCS_QUIET) $(VENV)/bin/mkdocs build --strict --site-dir site
+
+docs-serve: $(STAMP)
+	$(MKDOCS_QUIET) $(VENV)/bin/mkdocs serve
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache tidelog.db tidelog.db-wal tidelog.db-shm
+	rm -rf site $(VENV) .pytest_cache .ruff_cache tidelog.db tidelog.db-wal tidelog.db-shm

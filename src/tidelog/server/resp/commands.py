@@ -768,11 +768,40 @@ COMMANDS: dict[str, tuple[Handler, int, int]] = {
     "dack": (cmd_settle_outside, 2, 0),
 }
 
+# One line a command: COMMAND DOCS answers it, and the docs' command table is generated from it.
 SUMMARIES = {
+    "ping": "Replies PONG, or echoes its argument.",
+    "echo": "Replies with its argument.",
+    "quit": "Closes the connection (releasing a held SUBSCRIBE message).",
+    "select": "Accepts database 0 only.",
+    "auth": "Authenticates with the server's token.",
+    "hello": "Switches to RESP2 or RESP3, optionally with AUTH and SETNAME.",
+    "client": "CLIENT SETNAME, GETNAME, SETINFO and ID.",
+    "command": "Describes the commands: COMMAND, COUNT, INFO, DOCS, LIST.",
+    "info": "Server, clients and keyspace sections.",
     "xadd": "Appends an entry to a stream (a durable tidelog topic).",
+    "xlen": "The number of entries in a stream.",
+    "xrange": "Entries between two ids, oldest first (COUNT, exclusive `(id`).",
+    "xrevrange": "Entries between two ids, newest first.",
+    "xread": "Entries after an id from one or more streams (COUNT, BLOCK woken by the append, `$`).",
+    "xreadgroup": "Delivers entries to a consumer of a group (COUNT, BLOCK, NOACK, `>` or an id).",
+    "xack": "Acknowledges a group's pending entries.",
+    "xpending": "A group's pending entries: summary, or extended with IDLE and a consumer.",
+    "xclaim": "Moves pending entries to another consumer (IDLE, TIME, RETRYCOUNT, FORCE, JUSTID).",
+    "xautoclaim": "Moves pending entries idle longer than a time to another consumer (COUNT, JUSTID).",
+    "xgroup": "Consumer groups: CREATE (MKSTREAM), SETID, DESTROY, CREATECONSUMER, DELCONSUMER.",
+    "xinfo": "STREAM, GROUPS and CONSUMERS of a stream.",
+    "xtrim": "Removes the oldest entries (MAXLEN or MINID, exactly), with their pending entries.",
+    "del": "Deletes streams (topics).",
+    "exists": "Counts the keys that exist.",
+    "type": "`stream` for a one-partition topic, `tidelog-topic` for a larger one, `none` for a missing key.",
     "publish": "Appends a record to a topic; replies OK once committed.",
-    "subscribe": "Turns the connection into a one-message-at-a-time consumer of a topic's queue group.",
     "topics": "Lists the topics.",
+    "subscribe": "Turns the connection into a one-message-at-a-time consumer of a topic's queue group.",
+    "ack": "After SUBSCRIBE: the pushed message is done.",
+    "nack": "After SUBSCRIBE: deliver the pushed message again, at the front.",
+    "back": "After SUBSCRIBE: deliver the pushed message again, behind those waiting now.",
+    "dack": "After SUBSCRIBE: deliver the pushed message again after the given seconds.",
 }
 
 # Commands that may run before AUTH when a token is set.
