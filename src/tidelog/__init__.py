@@ -33,6 +33,7 @@ from .errors import (
     UnknownGroup,
     UnknownPartition,
     UnknownTopic,
+    WrongEventLoop,
     WrongType,
 )
 from .groups import Group, GroupConsumer
@@ -105,6 +106,7 @@ __all__ = [
     "UnknownGroup",
     "UnknownPartition",
     "UnknownTopic",
+    "WrongEventLoop",
     "WrongType",
     "open",
 ]
