@@ -7,7 +7,8 @@ restarted process would).
 Every test that opens a log runs twice, `sync` and `async` in its id: the
 async variant opens `tidelog.aio` logs behind a blocking proxy (see
 `aio_bridge`), so the same assertions hold for the asyncio API. A test
-marked `sync_api_only(reason)` runs on the sync API alone.
+marked `sync_api_only(reason)` runs on the sync API alone; one marked
+`async_api_only` (an asyncio-native test, see test_aio.py) on the async one.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 import tidelog
+import tidelog.aio
 from conftest import need_service  # tests/conftest.py (pytest puts tests/ on sys.path)
 from pgschema import postgres_schema
 from tidelog.store.base import Cleanable, CleansRemotely, GroupStore, NamedConsumers, QueueStore
@@ -46,6 +48,12 @@ class StoreKind:
     server_clock: FollowClock | None = None
     api: str = "sync"
     loop: LoopThread | None = None
+
+    def aio_open(self, **kwargs: Any) -> tidelog.aio.Opening:
+        """`tidelog.aio.open` of this store (for tests written in asyncio)."""
+        if self.server_clock is not None and kwargs.get("clock") is not None:
+            self.server_clock.target = kwargs["clock"]
+        return tidelog.aio.open(self.url, **kwargs)
 
     def open(self, **kwargs: Any) -> Any:
         """A `tidelog.Log`, or on the async API a blocking view of a `tidelog.aio.AsyncLog`."""
@@ -133,8 +141,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # Parametrized here rather than with fixture params so that a test marked
     # sync_api_only gets no async variant at all (not a skipped one).
     if "api" in metafunc.fixturenames:
-        only_sync = metafunc.definition.get_closest_marker("sync_api_only") is not None
-        metafunc.parametrize("api", ["sync"] if only_sync else ["sync", "async"], indirect=True)
+        apis = ["sync", "async"]
+        if metafunc.definition.get_closest_marker("sync_api_only"):
+            apis = ["sync"]
+        elif metafunc.definition.get_closest_marker("async_api_only"):
+            apis = ["async"]
+        metafunc.parametrize("api", apis, indirect=True)
 
 
 @pytest.fixture

@@ -137,8 +137,8 @@ class AsyncQueue(Twin):
         self, max_messages: int = 1, wait: float = 0, visibility_timeout: float | None = None
     ) -> list[Delivery]:
         """Lease up to `max_messages` records; wait up to `wait` seconds (on the loop) for one."""
-        queue = await self._queue.get()
         wait = _seconds("wait", wait, 3600)  # the sync receive's check; poll checks the rest
+        queue = await self._queue.get()
         got, _ = await self._runtime.poll(
             lambda: self._runtime.undoable(_give_back(queue), queue.poll, max_messages, visibility_timeout),
             wait,

@@ -98,7 +98,11 @@ class Runtime:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
             # A future that had not started is cancelled with us and never runs.
-            future.add_done_callback(functools.partial(self._undo, undo))
+            # `settled` stays in flight until the undo ran, so close() waits for it.
+            settled: concurrent.futures.Future[None] = concurrent.futures.Future()
+            self._inflight.add(settled)
+            settled.add_done_callback(self._inflight.discard)
+            future.add_done_callback(functools.partial(self._undo, undo, settled))
             raise
 
     def _submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
@@ -107,15 +111,24 @@ class Runtime:
         future.add_done_callback(self._inflight.discard)
         return future
 
-    def _undo(self, undo: Callable[[T], object], future: concurrent.futures.Future[T]) -> None:
+    def _undo(
+        self,
+        undo: Callable[[T], object],
+        settled: concurrent.futures.Future[None],
+        future: concurrent.futures.Future[T],
+    ) -> None:
         # Runs in the pool thread that finished `future`, or on the loop when it
         # was done already: either way hand the store call back to the pool.
         if future.cancelled() or future.exception() is not None:
+            settled.set_result(None)
             return
         try:
-            self._submit(functools.partial(_quietly, undo, future.result()))
+            done = self._pool.submit(_quietly, undo, future.result())
         except RuntimeError:  # the pool is shut down: a lease runs out by its visibility timeout
             logger.warning("could not give back what a cancelled call took: the log is closed")
+            settled.set_result(None)
+            return
+        done.add_done_callback(lambda _: settled.set_result(None))
 
     # waiting -------------------------------------------------------------------
 
@@ -181,11 +194,15 @@ class Runtime:
         self.closed = True
         if self._hub is not None:
             self._hub.stop()
-        while self._inflight:
-            await asyncio.wait([asyncio.wrap_future(f) for f in list(self._inflight)])
+        await self.idle()
         if self.log is not None:
             await asyncio.wrap_future(self._pool.submit(self.log.close))
         self._pool.shutdown(wait=False)
+
+    async def idle(self) -> None:
+        """Return once no core call runs on the pool and every undo is done."""
+        while self._inflight:
+            await asyncio.wait([asyncio.wrap_future(f) for f in list(self._inflight)])
 
     def shutdown(self) -> None:
         """Stop the pool without closing a log (a failed open)."""
