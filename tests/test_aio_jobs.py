@@ -1,0 +1,114 @@
+"""tidelog.aio.Jobs: the job runner on an event loop, on a real SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+import tidelog
+import tidelog.aio
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def test_async_handlers_run_on_the_loop_and_sync_ones_in_threads(tmp_path):
+    async with tidelog.aio.open(str(tmp_path / "jobs.db")) as log:
+        jobs = tidelog.aio.Jobs(log, queue="jobs", concurrency=8)
+        loop_thread = threading.current_thread()
+        ran: dict[str, list] = {"async": [], "sync": []}
+        both = asyncio.Event()
+
+        @jobs.job("on_loop")
+        async def on_loop(payload):
+            ran["async"].append((payload, threading.current_thread() is loop_thread))
+            await asyncio.sleep(0)
+            if len(ran["async"]) == 3 and ran["sync"]:
+                both.set()
+
+        @jobs.job("in_thread")
+        def in_thread(payload):
+            ran["sync"].append((payload, threading.current_thread().name))
+            log.loop.call_soon_threadsafe(lambda: both.set() if len(ran["async"]) == 3 else None)
+
+        for n in range(3):
+            await jobs.enqueue("on_loop", n)
+        await jobs.enqueue("in_thread", {"n": 9})
+        runner = asyncio.create_task(jobs.run(poll=5))
+        await asyncio.wait_for(both.wait(), 20)
+        jobs.stop()
+        await asyncio.wait_for(runner, 20)
+        assert sorted(ran["async"]) == [(0, True), (1, True), (2, True)]
+        ((payload, thread_name),) = ran["sync"]
+        assert payload == {"n": 9} and thread_name.startswith("tidelog-job")
+        stats = await jobs.queue.stats()
+        assert (stats.available, stats.in_flight, stats.dead_lettered) == (0, 0, 0)
+
+
+async def test_cancelling_run_finishes_running_jobs_then_cancels(tmp_path):
+    async with tidelog.aio.open(str(tmp_path / "jobs.db")) as log:
+        jobs = tidelog.aio.Jobs(log, queue="jobs", concurrency=2)
+        started, release = asyncio.Event(), asyncio.Event()
+        finished = []
+
+        @jobs.job("slow")
+        async def slow(payload):
+            started.set()
+            await release.wait()
+            finished.append(payload)
+
+        await jobs.enqueue("slow", "a")
+        runner = asyncio.create_task(jobs.run(poll=30))
+        await asyncio.wait_for(started.wait(), 20)
+        runner.cancel()  # as a server's shutdown does
+        await asyncio.sleep(0)
+        assert not runner.done()  # it waits for the running job
+        await jobs.enqueue("slow", "b")  # not taken: the runner stopped taking work
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(runner, 20)
+        assert finished == ["a"]
+        stats = await jobs.queue.stats()
+        assert (stats.available, stats.in_flight) == (1, 0)  # "a" acked, "b" waits, nothing leased
+
+
+async def test_failures_retry_then_dead_letter_as_the_sync_runner(tmp_path):
+    async with tidelog.aio.open(str(tmp_path / "jobs.db")) as log:
+        jobs = tidelog.aio.Jobs(log, queue="jobs", max_deliveries=2, backoff=0)
+        attempts = []
+
+        @jobs.job("broken")
+        async def broken(payload):
+            attempts.append(payload)
+            if len(attempts) == 2:
+                jobs.stop()  # the runner settles this last failure, then returns
+            raise ValueError("always fails")
+
+        await jobs.enqueue("broken", 7)
+        await jobs.enqueue("nobody", 8)  # no handler: dead-lettered at once
+        await asyncio.wait_for(jobs.run(poll=5), 20)
+        assert attempts == [7, 7]
+        dead = await log.read("jobs.dlq", 0)
+        reasons = sorted(dict(m.headers)["tidelog-reason"] for m in dead)
+        assert reasons == [b"failed: ValueError: always fails", b"unknown job 'nobody'"]
+        # The sync runner's backoff: backoff * 2^(n-1), capped.
+        paced = tidelog.aio.Jobs(log, backoff=0.5, max_backoff=3)
+        assert [paced.retry_delay(n) for n in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 3.0]
+
+
+async def test_stop_from_another_thread_and_bad_options(tmp_path):
+    async with tidelog.aio.open(str(tmp_path / "jobs.db")) as log:
+        with pytest.raises(tidelog.InvalidRequest, match="concurrency"):
+            tidelog.aio.Jobs(log, concurrency=0)
+        jobs = tidelog.aio.Jobs(log)
+        runner = asyncio.create_task(jobs.run(poll=30))
+        await asyncio.sleep(0)
+        await asyncio.to_thread(jobs.stop)
+        await asyncio.wait_for(runner, 20)  # returns, not cancelled
+        assert runner.exception() is None
