@@ -103,6 +103,7 @@ class AsyncGroupConsumer(Twin):
     async def set_position(self, topic: str, partition: int, offset: int) -> None:
         """Move where this member's next poll of a held partition starts (after `offset`)."""
         consumer = await self._consumer.get()
+        self._runtime.check()
         consumer.set_position(topic, partition, offset)
         self._drop_ahead({(topic, partition)})
 
