@@ -1,16 +1,22 @@
-"""tidelog.aio.Jobs: the job runner on an event loop, on a real SQLite file."""
+"""tidelog.aio as a front: the job runner on an event loop (on a real SQLite
+file) and what the asyncio API needs installed. Its semantics are tested in
+tests/conformance (test_aio.py, and every test's async variant)."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
+import tomllib
+from pathlib import Path
 
 import pytest
 
 import tidelog
 import tidelog.aio
 
-pytestmark = pytest.mark.anyio
+ROOT = Path(__file__).parents[1]
 
 
 @pytest.fixture
@@ -18,6 +24,29 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+def test_the_asyncio_api_needs_nothing_beyond_the_core():
+    # Imported in a fresh interpreter: no server, client or web framework comes with it.
+    code = (
+        "import sys, tidelog.aio; "
+        "print(sorted(m for m in ('starlette', 'granian', 'httpx', 'fastapi', 'anyio', 'psycopg') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT / "src")},
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_fastapi_is_for_the_example_only():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    with_fastapi = {name for name, reqs in extras.items() if any(r.startswith("fastapi") for r in reqs)}
+    assert with_fastapi == {"dev"}
+
+
+@pytest.mark.anyio
 async def test_async_handlers_run_on_the_loop_and_sync_ones_in_threads(tmp_path):
     async with tidelog.aio.open(str(tmp_path / "jobs.db")) as log:
         jobs = tidelog.aio.Jobs(log, queue="jobs", concurrency=8)
@@ -51,6 +80,7 @@ async def test_async_handlers_run_on_the_loop_and_sync_ones_in_threads(tmp_path)
         assert (stats.available, stats.in_flight, stats.dead_lettered) == (0, 0, 0)
 
 
+@pytest.mark.anyio
 async def test_cancelling_run_finishes_running_jobs_then_cancels(tmp_path):
     async with tidelog.aio.open(str(tmp_path / "jobs.db")) as log:
         jobs = tidelog.aio.Jobs(log, queue="jobs", concurrency=2)
@@ -78,6 +108,7 @@ async def test_cancelling_run_finishes_running_jobs_then_cancels(tmp_path):
         assert (stats.available, stats.in_flight) == (1, 0)  # "a" acked, "b" waits, nothing leased
 
 
+@pytest.mark.anyio
 async def test_failures_retry_then_dead_letter_as_the_sync_runner(tmp_path):
     async with tidelog.aio.open(str(tmp_path / "jobs.db")) as log:
         jobs = tidelog.aio.Jobs(log, queue="jobs", max_deliveries=2, backoff=0)
@@ -102,6 +133,7 @@ async def test_failures_retry_then_dead_letter_as_the_sync_runner(tmp_path):
         assert [paced.retry_delay(n) for n in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 3.0]
 
 
+@pytest.mark.anyio
 async def test_stop_from_another_thread_and_bad_options(tmp_path):
     async with tidelog.aio.open(str(tmp_path / "jobs.db")) as log:
         with pytest.raises(tidelog.InvalidRequest, match="concurrency"):
