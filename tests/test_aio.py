@@ -144,3 +144,44 @@ async def test_stop_from_another_thread_and_bad_options(tmp_path):
         await asyncio.to_thread(jobs.stop)
         await asyncio.wait_for(runner, 20)  # returns, not cancelled
         assert runner.exception() is None
+
+
+# What the sync API does without I/O stays a plain call in the asyncio API.
+NO_IO = {
+    "producer",
+    "consumer",
+    "group",
+    "queue",
+    "listen",
+    "assignment",
+    "revoking",
+    "job",
+    "stop",
+    "retry_delay",
+}
+
+
+@pytest.mark.anyio
+async def test_every_public_operation_of_the_sync_api_has_an_async_twin(tmp_path):
+    import inspect
+
+    async with tidelog.aio.open(str(tmp_path / "twins.db")) as log:
+        pairs = [
+            (log, tidelog.Log),
+            (log.producer(), tidelog.Producer),
+            (log.consumer("g"), tidelog.Consumer),
+            (log.consumer("g", topics=["t"]), tidelog.GroupConsumer),
+            (log.group("g"), tidelog.Group),
+            (log.queue("t"), tidelog.Queue),
+            (tidelog.aio.Jobs(log), tidelog.Jobs),
+        ]
+        for twin, core in pairs:
+            for name, member in inspect.getmembers(core, inspect.isfunction):
+                if name.startswith("_"):
+                    continue
+                method = getattr(twin, name)  # spelled out, or offered by Twin for a newer core method
+                assert inspect.iscoroutinefunction(method) == (name not in NO_IO), (core.__name__, name)
+                if name not in NO_IO and name in vars(type(twin)):  # spelled out: same arguments
+                    ours = list(inspect.signature(method).parameters)
+                    theirs = list(inspect.signature(member).parameters)[1:]
+                    assert ours == theirs, (core.__name__, name, ours, theirs)
