@@ -185,3 +185,18 @@ async def test_every_public_operation_of_the_sync_api_has_an_async_twin(tmp_path
                     ours = list(inspect.signature(method).parameters)
                     theirs = list(inspect.signature(member).parameters)[1:]
                     assert ours == theirs, (core.__name__, name, ours, theirs)
+
+
+def test_an_open_sync_log_can_be_wrapped_inside_a_loop_only(tmp_path):
+    sync = tidelog.open(str(tmp_path / "wrapped.db"))
+    with pytest.raises(tidelog.WrongEventLoop, match="running event loop"):
+        tidelog.aio.AsyncLog(sync)
+
+    async def use() -> list[bytes]:
+        log = tidelog.aio.AsyncLog(sync)
+        await log.producer().send("t", b"x")
+        msgs = await log.read("t", 0)
+        await log.close()  # closes the sync log too
+        return [m.value for m in msgs]
+
+    assert asyncio.run(use()) == [b"x"]

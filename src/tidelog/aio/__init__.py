@@ -18,11 +18,11 @@ belongs to the event loop it was opened on; using it from another raises
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from typing import Any
 
 from .. import open as open_log
-from ..config import check_durability, check_int
+from ..config import check_int
 from .consumer import AsyncConsumer
 from .group import AsyncGroup, AsyncGroupConsumer
 from .jobs import Jobs
@@ -64,23 +64,15 @@ class Opening:
             await self._log.close()
 
 
-def open(
-    url: str = "tidelog.db",
-    *,
-    durability: str = "normal",
-    auto_create: bool = True,
-    clock: Callable[[], int] | None = None,
-    threads: int = DEFAULT_THREADS,
-) -> Opening:
+def open(url: str = "tidelog.db", *, threads: int = DEFAULT_THREADS, **options: Any) -> Opening:
     """Open a log for asyncio code: `await open(url)` or `async with open(url) as log`.
 
-    The arguments are `tidelog.open`'s, plus `threads`: how many store calls
-    of this log run at once (the pool the core's operations run on; waits
-    take none).
+    `options` are `tidelog.open`'s, passed through (durability, auto_create,
+    clock, ...) and checked there; `threads` is how many store calls of this
+    log run at once (the pool the core's operations run on; waits take none).
     """
-    check_durability(durability)
     check_int("threads", threads, 1, MAX_THREADS)
-    return Opening(url, threads, {"durability": durability, "auto_create": auto_create, "clock": clock})
+    return Opening(url, threads, options)
 
 
 __all__ = [
