@@ -57,7 +57,7 @@ def job_call(d: Delivery) -> tuple[str, Any] | None:
     try:
         body = d.data
         return body["job"], body.get("payload")
-    except (ValueError, TypeError, KeyError, AttributeError):
+    except (ValueError, TypeError, KeyError):
         return None
 
 
@@ -207,12 +207,13 @@ class Jobs:
                 return
 
     def _execute(self, d: Delivery) -> None:
-        call = job_call(d)
-        if call is None:
+        try:
+            body = d.data
+            name, payload = body["job"], body.get("payload")
+        except (ValueError, TypeError, KeyError):
             logger.error("not a job record at offset %s; dead-lettering it", d.offset)
             self._settle(lambda: self.queue.reject(d, reason="not a job record"))
             return
-        name, payload = call
         handler = self._handlers.get(name)
         if handler is None:
             logger.error("no handler for job %r (offset %s); dead-lettering it", name, d.offset)
@@ -227,7 +228,7 @@ class Jobs:
                 logger.exception(
                     "job %r failed on its last delivery (%s); dead-lettering it", name, d.delivery_count
                 )
-                reason = failure_reason(e)
+                reason = f"failed: {type(e).__name__}: {e}"
                 self._settle(lambda: self.queue.reject(self._current(d), reason=reason))
             else:
                 delay = self.retry_delay(d.delivery_count)

@@ -65,7 +65,14 @@ class Blocking:
         object.__setattr__(self, "_loop", loop)
 
     def __getattr__(self, name: str) -> Any:
-        value = getattr(self._target, name)
+        try:
+            value = getattr(self._target, name)
+        except AttributeError:
+            # What only the sync object carries (Log.notifier, Log.catalog), for
+            # functions of the sync API that take a log and have no twin yet.
+            if not hasattr(self._target, "sync"):
+                raise
+            return getattr(self._target.sync, name)
         if not callable(value):
             return value
 

@@ -65,6 +65,7 @@ class Jobs:
         self._handlers: dict[str, Handler] = {}
         self._stopping = asyncio.Event()
         self._running: dict[asyncio.Task[None], Delivery] = {}
+        self._settling: set[str] = set()  # receipts being acked, nacked or rejected: not extended
         self._threads: ThreadPoolExecutor | None = None
 
     # registering and enqueueing ------------------------------------------------
@@ -157,7 +158,9 @@ class Jobs:
                 restore()
 
     def _finished(self, task: asyncio.Task[None]) -> None:
-        self._running.pop(task, None)
+        d = self._running.pop(task, None)
+        if d is not None:
+            self._settling.discard(d.receipt)
 
     def _install_signals(self) -> Callable[[], None] | None:
         loop = asyncio.get_running_loop()
@@ -182,14 +185,15 @@ class Jobs:
         while True:
             await asyncio.sleep(max(0.05, visibility / 3))
             for task, d in list(self._running.items()):
-                if task.done():
+                if task.done() or d.receipt in self._settling:
                     continue
                 try:
                     new = await self.queue.extend(d, visibility)
                     if task in self._running:
                         self._running[task] = new
                 except LeaseLost:
-                    logger.warning("job lease lost (offset %s); it may run again", d.offset)
+                    if d.receipt not in self._settling:  # settled while we extended: not a loss
+                        logger.warning("job lease lost (offset %s); it may run again", d.offset)
                 except TidelogError:
                     logger.exception("extending a job lease failed")
 
@@ -197,13 +201,13 @@ class Jobs:
         call = job_call(d)
         if call is None:
             logger.error("not a job record at offset %s; dead-lettering it", d.offset)
-            await self._settle(lambda: self.queue.reject(d, reason="not a job record"))
+            await self._settle(d, lambda: self.queue.reject(d, reason="not a job record"))
             return
         name, payload = call
         handler = self._handlers.get(name)
         if handler is None:
             logger.error("no handler for job %r (offset %s); dead-lettering it", name, d.offset)
-            await self._settle(lambda: self.queue.reject(d, reason=f"unknown job {name!r}"))
+            await self._settle(d, lambda: self.queue.reject(d, reason=f"unknown job {name!r}"))
             return
         try:
             if inspect.iscoroutinefunction(handler):
@@ -218,15 +222,15 @@ class Jobs:
                     "job %r failed on its last delivery (%s); dead-lettering it", name, d.delivery_count
                 )
                 reason = failure_reason(e)
-                await self._settle(lambda: self.queue.reject(self._current(d), reason=reason))
+                await self._settle(d, lambda: self.queue.reject(self._current(d), reason=reason))
             else:
                 delay = self.retry_delay(d.delivery_count)
                 logger.exception(
                     "job %r failed (delivery %s); retrying in %.1fs", name, d.delivery_count, delay
                 )
-                await self._settle(lambda: self.queue.nack(self._current(d), delay=delay))
+                await self._settle(d, lambda: self.queue.nack(self._current(d), delay=delay))
             return
-        await self._settle(lambda: self.queue.ack(self._current(d)))
+        await self._settle(d, lambda: self.queue.ack(self._current(d)))
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._threads is None:
@@ -239,8 +243,8 @@ class Jobs:
         current = self._running.get(task) if task is not None else None
         return current if current is not None and current.receipt == d.receipt else d
 
-    @staticmethod
-    async def _settle(action: Callable[[], Awaitable[Any]]) -> None:
+    async def _settle(self, d: Delivery, action: Callable[[], Awaitable[Any]]) -> None:
+        self._settling.add(d.receipt)
         try:
             await action()
         except LeaseLost as e:
