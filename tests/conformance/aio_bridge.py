@@ -29,6 +29,7 @@ class LoopThread:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        self._logs: list[tidelog.aio.AsyncLog] = []
         self._thread = threading.Thread(target=self.loop.run_forever, name="aio-bridge-loop", daemon=True)
         self._thread.start()
 
@@ -36,9 +37,17 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
     def open(self, url: str, **kwargs: Any) -> Blocking:
-        return Blocking(self.run(_open(url, kwargs)), self)
+        log = self.run(_open(url, kwargs))
+        self._logs.append(log)
+        return Blocking(log, self)
 
     def stop(self) -> None:
+        # Logs a test left open are closed here, so their pools' threads end with the test.
+        for log in self._logs:
+            try:
+                self.run(log.close())
+            except Exception:
+                pass
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)
         self.loop.close()
