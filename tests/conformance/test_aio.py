@@ -42,9 +42,10 @@ class Gate:
 
 async def _parked(log: tidelog.aio.AsyncLog) -> None:
     """Let every started task make its first read and park on the loop."""
-    await asyncio.sleep(0)
-    await log._runtime.idle()
-    await asyncio.sleep(0)
+    await log._runtime.hub()  # started: the waiters' first reads come next
+    for _ in range(3):
+        await asyncio.sleep(0)
+        await log._runtime.idle()
 
 
 async def test_receive_wakes_on_a_send_from_this_log(store):
@@ -106,6 +107,41 @@ async def test_many_waiting_receives_hold_no_thread_each(store):
         got = await asyncio.wait_for(asyncio.gather(*waiters), 60)
         # Every waiter woke and leased its own record.
         assert sorted(d.offset for batch in got for d in batch) == list(range(1, 201))
+
+
+class CountingClock:
+    """The wall clock, counting the reads of it made on tidelog.aio's pool:
+    one a send, one a lease attempt (`Queue.poll`)."""
+
+    def __init__(self) -> None:
+        self.pool_calls = 0
+
+    def __call__(self) -> int:
+        if threading.current_thread().name.startswith("tidelog-aio"):
+            self.pool_calls += 1
+        return time.time_ns() // 1_000_000
+
+
+async def test_an_append_wakes_one_waiting_receive_of_a_group_not_all(store):
+    clock = CountingClock()
+    async with store.aio_open(clock=clock) as log:
+        q = log.queue("jobs")
+        await q.open()
+        waiters = [asyncio.create_task(q.receive(wait=60)) for _ in range(100)]
+        await _parked(log)
+        before = clock.pool_calls
+        await q.send(b"one")
+        done, waiting = await asyncio.wait(waiters, timeout=20, return_when=asyncio.FIRST_COMPLETED)
+        await log._runtime.idle()
+        # The send, the lease that took it, the next in turn's look: not 100 lease attempts.
+        assert clock.pool_calls - before <= 5
+        assert [[d.value for d in w.result()] for w in done] == [[b"one"]]
+        await q.send(b"two")  # the next in turn gets it
+        done, waiting = await asyncio.wait(waiting, timeout=20, return_when=asyncio.FIRST_COMPLETED)
+        assert [[d.value for d in w.result()] for w in done] == [[b"two"]]
+        for w in waiting:
+            w.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
 
 
 async def test_cancelling_a_waiting_receive_leaks_nothing(store):

@@ -20,6 +20,7 @@ finish and settle, then lets the cancellation through.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import signal
@@ -147,6 +148,12 @@ class Jobs:
             if receiving is not None and not receiving.done():
                 receiving.cancel()
                 await asyncio.wait([receiving])
+                if not receiving.cancelled() and receiving.exception() is None:
+                    for d in receiving.result():  # leased as we stopped: back to the front
+                        await self._settle(d, functools.partial(self.queue.nack, d))
+                # A lease call the cancel caught running gives its leases back
+                # once done: run() returns after that.
+                await self.log._runtime.idle()
             if self._running:
                 await asyncio.wait(list(self._running))
             heartbeat.cancel()

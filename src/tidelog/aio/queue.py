@@ -145,6 +145,7 @@ class AsyncQueue(Twin):
             [(queue.topic, None)],
             found=lambda r: r[0],
             due_in=lambda r: None if r[1] is None else (r[1] - self._log.clock()) / 1000,
+            turns=(queue.topic, queue.group),
         )
         return got
 

@@ -19,11 +19,13 @@ thread is done.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import functools
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+import time
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from typing import Any, ClassVar, Generic, ParamSpec, TypeVar
 
 from ..errors import Closed, WrongEventLoop
@@ -62,6 +64,7 @@ class Runtime:
         self.log: Log | None = None
         self._hub: AppendHub | None = None
         self._hub_task: asyncio.Task[AppendHub] | None = None
+        self._turns: dict[Hashable, collections.deque[asyncio.Future[None]]] = {}
         self.closed = False
 
     # the loop ------------------------------------------------------------------
@@ -166,22 +169,62 @@ class Runtime:
         *,
         found: Callable[[T], object] = bool,
         due_in: Callable[[T], float | None] | None = None,
+        turns: Hashable | None = None,
     ) -> T:
         """`read` until it finds something or `wait` seconds pass, woken by an
         append to one of `keys` ((topic, partition), or (topic, None) for any
-        partition) or when `due_in(result)` seconds passed."""
+        partition) or when `due_in(result)` seconds passed.
+
+        Waiters that share `turns` (the receives of one queue group) wait in
+        turns: after a first read of its own, a waiter queues up, and only
+        the one whose turn it is reads again on a wake-up; when it leaves
+        (it got records, its wait ended, it was cancelled) the next one
+        reads at once. So an append of k records costs about k + 1 reads,
+        not one per waiter, however many wait.
+        """
         if wait <= 0:
             return await read()
         hub = await self.hub()
         keys = list(keys)
-        return await along_poll(
-            read,
-            wait,
-            lambda: hub.seq,
-            lambda seq, left: hub.wait(keys, seq, left),
-            found=found,
-            due_in=due_in,
-        )
+
+        def waiting(left: float) -> Awaitable[T]:
+            return along_poll(
+                read,
+                left,
+                lambda: hub.seq,
+                lambda seq, pause: _woken(hub, keys, seq, pause),
+                found=found,
+                due_in=due_in,
+            )
+
+        if turns is None:
+            return await waiting(wait)
+        deadline = time.monotonic() + wait
+        result = await read()  # what is there now is taken without queueing
+        left = deadline - time.monotonic()
+        if found(result) or left <= 0:
+            return result
+        line = self._turns.setdefault(turns, collections.deque())
+        turn: asyncio.Future[None] = self.loop.create_future()
+        line.append(turn)
+        if line[0] is turn:
+            turn.set_result(None)
+        try:
+            # asyncio.wait, not wait_for: on Python 3.11 wait_for swallows a
+            # cancellation that arrives as its future completes, and the
+            # caller's task would go on to take a lease it cannot hand back.
+            if not (await asyncio.wait([turn], timeout=left))[0]:
+                return result
+            # Our turn: `waiting` reads at once (an append may have come with
+            # the hand-over), then waits on the hub.
+            return await waiting(deadline - time.monotonic())
+        finally:
+            first = line[0] is turn
+            line.remove(turn)
+            if first and line and not line[0].done():
+                line[0].set_result(None)
+            if not line and self._turns.get(turns) is line:
+                del self._turns[turns]
 
     # closing -------------------------------------------------------------------
 
@@ -273,6 +316,22 @@ class Twin:
 
         method.__name__ = method.__qualname__ = name
         return method
+
+
+async def _woken(hub: AppendHub, keys: list[Key], seq: int, timeout: float) -> bool:
+    """Wait until one of `keys` gets an append after `seq` or `timeout` passes;
+    True when woken. `AppendHub.wait` with asyncio.wait (see `poll`): a
+    cancellation always reaches the caller."""
+    if hub.seq != seq:
+        return True
+    if timeout <= 0 or hub.closed:
+        return False
+    fut = hub.register(keys, seq)
+    try:
+        return bool((await asyncio.wait([fut], timeout=timeout))[0])
+    finally:
+        hub.unregister(keys, fut)
+        fut.cancel()  # done or not, nothing is waiting for it any more
 
 
 def _quietly(undo: Callable[[T], object], result: T) -> None:
