@@ -5,8 +5,9 @@
    baseline; the async API awaited one call at a time in one task (each call
    hops to the log's thread pool and back), and from 16 tasks at once.
 2. 1,000 concurrent `q.receive(wait=30)` on one event loop: the process's
-   threads and RSS while they wait, and how long until every one of them
-   got its record after one batch of 1,000 is sent. The baseline is the sync
+   threads and RSS while they wait, how many lease attempts one sent record
+   causes (each waiter looking again, or one in turn), and how long until the
+   others got theirs after one batch is sent. The baseline is the sync
    way to wait as many at once: 1,000 threads blocked in `q.receive(wait=30)`.
    Each side runs in a fresh process, so neither's memory colours the other.
 
@@ -167,31 +168,54 @@ def os_threads() -> int:
     return -1
 
 
+class CountingClock:
+    """The wall clock, counting the lease attempts that read it: the core's
+    `Queue._receive_once` reads the clock once a store call (sync and async alike)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self) -> int:
+        if sys._getframe(1).f_code.co_name == "_receive_once":
+            self.calls += 1
+        return time.time_ns() // 1_000_000
+
+
 async def async_waiters(url: str, n: int) -> dict[str, float]:
-    async with tidelog.aio.open(url) as log:
+    clock = CountingClock()
+    async with tidelog.aio.open(url, clock=clock) as log:
         q = log.queue(topic_name("wait"), visibility_timeout=600)
         await q.receive(wait=0.01)  # the pool, the hub and the store's watch exist now
         before = (os_threads(), rss_mb())
         waiters = [asyncio.create_task(q.receive(wait=30)) for _ in range(n)]
-        await asyncio.sleep(0)
-        await log._runtime.idle()  # every waiter made its first read and waits on the loop
+        for _ in range(3):  # every waiter made its first read and waits on the loop
+            await asyncio.sleep(0)
+            await log._runtime.idle()
         during = (os_threads(), rss_mb())
+        # One record: how many lease attempts does it cost?
+        calls = clock.calls
+        await q.send(VALUE)
+        done, rest = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.sleep(0.5)
+        attempts = clock.calls - calls
         start = time.perf_counter()
-        await q.send_batch([VALUE] * n)
-        got = await asyncio.gather(*waiters)
+        await q.send_batch([VALUE] * (n - 1))
+        got = await asyncio.gather(*rest)
         woke = time.perf_counter() - start
-        assert sum(len(g) for g in got) == n
+        assert sum(len(g) for g in got) == n - 1
     return {
         "threads_before": before[0],
         "rss_before": before[1],
         "threads": during[0],
         "rss": during[1],
+        "attempts": attempts,
         "woke_s": woke,
     }
 
 
 def sync_waiters(url: str, n: int) -> dict[str, float]:
-    with tidelog.open(url) as log:
+    clock = CountingClock()
+    with tidelog.open(url, clock=clock) as log:
         q = log.queue(topic_name("wait"), visibility_timeout=600)
         q.receive(wait=0.01)
         before = (os_threads(), rss_mb())
@@ -209,8 +233,12 @@ def sync_waiters(url: str, n: int) -> dict[str, float]:
             waiting.acquire()
         time.sleep(0.5)  # let the last ones pass their first read and block
         during = (os_threads(), rss_mb())
+        calls = clock.calls
+        q.send(VALUE)
+        time.sleep(0.5)
+        attempts = clock.calls - calls
         start = time.perf_counter()
-        q.send_batch([VALUE] * n)
+        q.send_batch([VALUE] * (n - 1))
         for t in threads:
             t.join()
         woke = time.perf_counter() - start
@@ -220,6 +248,7 @@ def sync_waiters(url: str, n: int) -> dict[str, float]:
         "rss_before": before[1],
         "threads": during[0],
         "rss": during[1],
+        "attempts": attempts,
         "woke_s": woke,
     }
 
@@ -290,14 +319,15 @@ def main() -> None:
         w = args.waiters
         print()
         print(
-            f"| {w:,} waiting `q.receive(wait=30)` | threads before / while waiting | RSS MB before / while | all {w:,} woken after one batch |"
+            f"| {w:,} waiting `q.receive(wait=30)` | threads before / while waiting | RSS MB before / while "
+            f"| lease attempts one send causes | the other {w - 1:,} woken by one batch |"
         )
-        print("| --- | ---: | ---: | ---: |")
+        print("| --- | ---: | ---: | ---: | ---: |")
         for label, kind in ((f"sync: {w:,} threads", "sync"), ("tidelog.aio: tasks on one loop", "async")):
             f = waiters_in_a_process(kind, fresh_url(args, tmp), w)
             print(
                 f"| {label} | {f['threads_before']:.0f} / {f['threads']:.0f} | "
-                f"{f['rss_before']:.1f} / {f['rss']:.1f} | {f['woke_s'] * 1000:,.0f} ms |"
+                f"{f['rss_before']:.1f} / {f['rss']:.1f} | {f['attempts']:,.0f} | {f['woke_s'] * 1000:,.0f} ms |"
             )
 
 
