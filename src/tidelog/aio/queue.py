@@ -9,7 +9,8 @@
 
 A waiting receive holds a future on the loop, no thread; it wakes on an
 append to the topic or when a delayed, released or expired record falls
-due. A receive cancelled while its lease is being taken gives the lease
+due. The waiting receives of one group (in this log) take turns: one looks
+again on a wake-up, the next when it leaves. A receive cancelled while its lease is being taken gives the lease
 back (a nack to the front) once that finished, so no record waits out its
 visibility timeout for a caller that is gone.
 """

@@ -7,7 +7,8 @@ is `notify.along_poll` over those operations, woken by the same append hub
 the HTTP and Redis fronts use (`server.runtime.hub`, fed by the store's
 watch: SQLite's data-version tick, PostgreSQL's LISTEN, the server's
 /v1/changes long-poll). So a thousand waiting receives hold a thousand
-futures, not a thousand threads.
+futures, not a thousand threads; and the receives of one queue group wait
+in turns, so an append does not send every one of them to the store.
 
 Cancellation: a task cancelled while it waits leaves nothing behind (the
 wait is a future on the loop). A task cancelled while its operation runs in
