@@ -26,6 +26,7 @@ test: lint
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/core.py
+	$(PY) bench/aio.py
 	$(PY) bench/postgres.py
 	$(PY) bench/postgres_queues.py
 

@@ -128,7 +128,7 @@ CORE = {
 
 def test_layers_call_only_down():
     edges = graph()
-    fronts = ("tidelog.server", "tidelog.cli", "tidelog.spark", "tidelog.worker")
+    fronts = ("tidelog.server", "tidelog.cli", "tidelog.spark", "tidelog.worker", "tidelog.aio")
     for name, deps in edges.items():
         # The store holds SQL and no policy: it imports nothing of the core but errors and its contract.
         if name.startswith("tidelog.store."):

@@ -35,6 +35,7 @@ from .errors import (
     UnknownGroup,
     UnknownPartition,
     UnknownTopic,
+    WrongEventLoop,
     WrongType,
 )
 from .groups import Group, GroupConsumer
@@ -110,6 +111,7 @@ __all__ = [
     "UnknownGroup",
     "UnknownPartition",
     "UnknownTopic",
+    "WrongEventLoop",
     "WrongType",
     "open",
 ]

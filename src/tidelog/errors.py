@@ -55,6 +55,12 @@ class StreamIdTooSmall(InvalidStreamId):
     code = "stream_id_too_small"
 
 
+class WrongEventLoop(InvalidRequest):
+    """An asyncio log used from another event loop than the one it was opened on."""
+
+    code = "wrong_event_loop"
+
+
 class NotFound(TidelogError):
     """What the request names does not exist."""
 

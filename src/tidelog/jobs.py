@@ -39,6 +39,33 @@ logger = logging.getLogger("tidelog.jobs")
 Handler = Callable[[Any], Any]
 
 
+def check_runner(concurrency: Any, backoff: Any, max_backoff: Any) -> None:
+    """The runner's options (shared with `tidelog.aio.Jobs`); InvalidRequest names the bad one."""
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise InvalidRequest(f"concurrency must be an integer >= 1, got {concurrency!r}")
+    if not (isinstance(backoff, (int, float)) and backoff >= 0 and max_backoff >= backoff):
+        raise InvalidRequest("backoff must be >= 0 and max_backoff >= backoff")
+
+
+def retry_delay(backoff: float, max_backoff: float, delivery_count: int) -> float:
+    """Exponential backoff: backoff * 2^(n-1), capped at max_backoff."""
+    return min(max_backoff, backoff * 2.0 ** max(0, delivery_count - 1))
+
+
+def job_call(d: Delivery) -> tuple[str, Any] | None:
+    """(job name, payload) of a job record, or None when the record is not one."""
+    try:
+        body = d.data
+        return body["job"], body.get("payload")
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def failure_reason(error: BaseException) -> str:
+    """The dead-letter reason of a job that failed on its last delivery."""
+    return f"failed: {type(error).__name__}: {error}"
+
+
 class Jobs:
     """A job runner over a queue group: register handlers by name, enqueue calls, run workers.
 
@@ -59,10 +86,7 @@ class Jobs:
         max_backoff: float = 300.0,
         group: str | None = None,
     ):
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise InvalidRequest(f"concurrency must be an integer >= 1, got {concurrency!r}")
-        if not (isinstance(backoff, (int, float)) and backoff >= 0 and max_backoff >= backoff):
-            raise InvalidRequest("backoff must be >= 0 and max_backoff >= backoff")
+        check_runner(concurrency, backoff, max_backoff)
         self.queue = log.queue(
             queue, group=group, visibility_timeout=visibility_timeout, max_deliveries=max_deliveries
         )
@@ -103,7 +127,7 @@ class Jobs:
 
     def retry_delay(self, delivery_count: int) -> float:
         """Exponential backoff: backoff * 2^(n-1), capped at max_backoff."""
-        return min(self.max_backoff, self.backoff * 2.0 ** max(0, delivery_count - 1))
+        return retry_delay(self.backoff, self.max_backoff, delivery_count)
 
     def run(self, *, poll: float = 1.0, install_signals: bool = True) -> None:
         """Run jobs until `stop()` or SIGINT/SIGTERM."""

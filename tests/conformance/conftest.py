@@ -1,8 +1,14 @@
-"""The `store` fixture: every conformance test runs on every store.
+"""The `store` fixture: every conformance test runs on every store, through both APIs.
 
 A store kind is a factory that yields a URL a test can open as often as it
 likes (a second `tidelog.open(url)` on the same URL sees the same log, as a
 restarted process would).
+
+Every test that opens a log runs twice, `sync` and `async` in its id: the
+async variant opens `tidelog.aio` logs behind a blocking proxy (see
+`aio_bridge`), so the same assertions hold for the asyncio API. A test
+marked `sync_api_only(reason)` runs on the sync API alone; one marked
+`async_api_only` (an asyncio-native test, see test_aio.py) on the async one.
 """
 
 from __future__ import annotations
@@ -15,9 +21,12 @@ from typing import Any
 import pytest
 
 import tidelog
+import tidelog.aio
 from conftest import need_service  # tests/conftest.py (pytest puts tests/ on sys.path)
 from pgschema import postgres_schema
 from tidelog.store.base import Cleanable, CleansRemotely, GroupStore, NamedConsumers, QueueStore
+
+from .aio_bridge import LoopThread
 
 
 class FollowClock:
@@ -37,10 +46,23 @@ class StoreKind:
     name: str
     url: str
     server_clock: FollowClock | None = None
+    api: str = "sync"
+    loop: LoopThread | None = None
 
-    def open(self, **kwargs: Any) -> tidelog.Log:
+    def aio_open(self, **kwargs: Any) -> tidelog.aio.Opening:
+        """`tidelog.aio.open` of this store (for tests written in asyncio)."""
         if self.server_clock is not None and kwargs.get("clock") is not None:
             self.server_clock.target = kwargs["clock"]
+        return tidelog.aio.open(self.url, **kwargs)
+
+    def open(self, **kwargs: Any) -> Any:
+        """A `tidelog.Log`, or on the async API a blocking view of a `tidelog.aio.AsyncLog`."""
+        if self.server_clock is not None and kwargs.get("clock") is not None:
+            self.server_clock.target = kwargs["clock"]
+        if self.api == "async":
+            if self.loop is None:
+                self.loop = LoopThread()
+            return self.loop.open(self.url, **kwargs)
         return tidelog.open(self.url, **kwargs)
 
 
@@ -115,8 +137,26 @@ def _store_class(kind: str) -> type:
     return SQLiteStore
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # Parametrized here rather than with fixture params so that a test marked
+    # sync_api_only gets no async variant at all (not a skipped one).
+    if "api" in metafunc.fixturenames:
+        apis = ["sync", "async"]
+        if metafunc.definition.get_closest_marker("sync_api_only"):
+            apis = ["sync"]
+        elif metafunc.definition.get_closest_marker("async_api_only"):
+            apis = ["async"]
+        metafunc.parametrize("api", apis, indirect=True)
+
+
+@pytest.fixture
+def api(request: pytest.FixtureRequest) -> str:
+    """Which Python API the test drives: "sync" (tidelog) or "async" (tidelog.aio)."""
+    return str(request.param)
+
+
 @pytest.fixture(params=sorted(STORE_KINDS))
-def store(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[StoreKind]:
+def store(request: pytest.FixtureRequest, tmp_path: Any, api: str) -> Iterator[StoreKind]:
     for marker in request.node.iter_markers("store_feature"):
         for feature in marker.args:
             if not store_has(_store_class(request.param), feature):
@@ -125,7 +165,10 @@ def store(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[StoreKind]:
     gen = factory(tmp_path)
     got = next(gen)
     url, server_clock = got if isinstance(got, tuple) else (got, None)
-    yield StoreKind(request.param, url, server_clock)
+    kind = StoreKind(request.param, url, server_clock, api)
+    yield kind
+    if kind.loop is not None:
+        kind.loop.stop()
     gen.close()
 
 

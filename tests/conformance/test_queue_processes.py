@@ -12,7 +12,12 @@ import time
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.store_feature("queues")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.store_feature("queues"),
+    # The subject is worker processes on the sync API; the parent only sets up and counts.
+    pytest.mark.sync_api_only("worker processes use the sync API"),
+]
 
 WORKER = textwrap.dedent(
     """

@@ -16,7 +16,11 @@ from tidelog.streams import MAX_ID, NEVER, ZERO, Add, StreamId, Streams
 from .conftest import snapshot
 from .test_queues import Clock
 
-pytestmark = pytest.mark.store_feature("streams")
+pytestmark = [
+    pytest.mark.store_feature("streams"),
+    # Redis streams are the RESP front's core (already on an event loop there), not a Python API.
+    pytest.mark.sync_api_only("Streams has no asyncio twin"),
+]
 
 
 @pytest.fixture
