@@ -7,7 +7,7 @@ import click
 
 from tidelog.logs import LOG_FORMATS, LOG_LEVELS, log_to_stderr
 
-from .context import Session, common_options, pass_session
+from .context import Session, common_options, pass_session, topic_policy_options
 
 
 @click.command()
@@ -57,6 +57,7 @@ from .context import Session, common_options, pass_session
 )
 @click.option("--access-log", is_flag=True, help="Also log every HTTP request.")
 @common_options
+@topic_policy_options
 @pass_session
 def serve(
     session: Session,
@@ -102,6 +103,8 @@ def serve(
             tls_key=tls_key,
             resp_port=resp_port,
             clean_interval=clean_interval,
+            auto_create=session.auto_create,
+            default_partitions=session.default_partitions,
             log_level=log_level,
             log_access=access_log,
         )

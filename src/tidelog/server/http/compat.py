@@ -21,7 +21,7 @@ from starlette.routing import Route
 from ...config import check_name
 from ...errors import InvalidRequest, UnknownTopic, WrongType
 from ...notify import along_poll
-from ...records import FMT_TEXT, Message, decode_meta
+from ...records import FMT_TEXT, Message, Prepared, decode_meta
 from .bodies import field, int_field, json_object, query_int, query_str, query_wait, read_body
 from .responses import ctx_of, json_response, raw_json
 
@@ -48,12 +48,18 @@ def _topic_out(info) -> dict[str, Any]:
     return {"name": info.name, "partitions": info.partitions, "createdAt": iso(info.created)}
 
 
-async def one_partition(ctx: Context, topic: str) -> None:
+async def one_partition(ctx: Context, topic: str, *, writes: bool = False) -> None:
     """/api has one offset a group: a topic of several partitions is refused,
-    never read in part (its other partitions would be skipped silently)."""
-    shape = ctx.log.catalog.get(topic)
+    never read in part (its other partitions would be skipped silently).
+
+    `writes`: a missing topic passes when the auto-create policy would make
+    it (with one partition, as /api makes every topic)."""
+    catalog = ctx.log.catalog
+    shape = catalog.get(topic)
     if shape is None:
-        shape = await ctx.run(ctx.log.catalog.shape, topic)
+        shape = await ctx.run(
+            lambda: catalog.planned(topic, partitions=1) if writes else catalog.shape(topic)
+        )
     if shape.partitions != 1:
         raise WrongType(
             f"topic {topic!r} has {shape.partitions} partitions; /api serves one-partition topics "
@@ -83,9 +89,15 @@ async def publish(request: Request) -> Response:
     if "payload" not in body:
         raise InvalidRequest("field 'payload' is required")
     payload = body["payload"]
-    await one_partition(ctx, topic)
+    await one_partition(ctx, topic, writes=True)
     producer = ctx.producer(None)
-    (sent,) = await ctx.writer.write(lambda: [producer.prepare(topic, [payload], partition=0)])
+
+    def job() -> list[Prepared]:
+        prepared = producer.prepare(topic, [payload], partition=0)
+        ctx.log.catalog.ensure(topic, partitions=1)  # checked: a missing topic is made now
+        return [prepared]
+
+    (sent,) = await ctx.writer.write(job)
     return json_response({"id": sent.first_offset, "topic": topic, "createdAt": iso(sent.timestamp)}, 201)
 
 

@@ -53,8 +53,9 @@ class Context:
         self.cleaner: Cleaner | None = None
         self.pumps = Pumps(self)
         self.members = Members()
-        self._queue_log = Log(log.store, auto_create=True, clock=log.clock)
-        self._queue_log.notifier = log.notifier  # one set of wake-ups for both views
+        # Queue handles make their dead-letter topics whatever the policy (as
+        # the Python API's do); a handle is only opened on a topic that exists.
+        self._queue_log = log.view(auto_create=True)
 
     async def start(self) -> None:
         self.hub.start()
@@ -115,12 +116,13 @@ class Context:
         Opening a group stores its settings on first use (`log.queue`);
         handles are kept, so later requests cost no store write. A handle
         may create its dead-letter topic when it first dead-letters a
-        record, as the Python API does; nothing else is created implicitly.
+        record, as the Python API does; a send route makes a missing topic
+        (the log's auto-create policy) before it opens the handle.
         """
         key = (topic, group)
         queue = self._queues.get(key)
         if queue is None or options:
-            self.log.topic(topic)  # UnknownTopic: the API never creates a topic implicitly
+            self.log.topic(topic)  # UnknownTopic: reading a queue never creates its topic
             queue = self._queue_log.queue(topic, group, **(options or {}))
             if len(self._queues) > _CACHE_LIMIT:
                 self._queues.clear()
