@@ -9,7 +9,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
 from ...log import Log
-from . import compat, members, ops, queues, retention, stream, subscribe, v1
+from . import compat, duplex, members, ops, queues, retention, stream, subscribe, v1
 from .auth import BearerAuth
 from .context import DEFAULT_CLEAN_INTERVAL_S, DEFAULT_MAX_BODY, MAX_WAIT_S, Context, Settings
 from .errors import HANDLERS
@@ -89,6 +89,7 @@ def create_app(
             *queues.routes,
             *stream.routes,
             *subscribe.routes,
+            *duplex.routes,
         ],
         middleware=middleware,
         exception_handlers=HANDLERS,

@@ -4,8 +4,9 @@
 offsets; a group's `lastAckedId` is its committed offset on partition 0.
 
 POST /publish/{topic}: the raw request body is the value, stored as bytes
-(miniqueue's publish). Its /subscribe/{topic} WebSocket lives in
-subscribe.py: the delivery pump is a concept of its own.
+(miniqueue's publish); DELETE /{topic}: miniqueue's delete. Its
+/subscribe/{topic} lives in subscribe.py (the WebSocket) and duplex.py (the
+HTTP/2 stream): the delivery pump is a concept of its own.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ...config import check_name
 from ...errors import InvalidRequest, UnknownTopic, WrongType
 from ...notify import along_poll
 from ...records import FMT_TEXT, Message, Prepared, decode_meta
+from . import v1
 from .bodies import field, int_field, json_object, query_int, query_str, query_wait, read_body
 from .responses import ctx_of, json_response, raw_json
 
@@ -169,4 +171,6 @@ routes = [
     Route("/api/topics/{name}/pull", pull, methods=["GET"]),
     Route("/api/topics/{name}/ack", ack, methods=["POST"]),
     Route("/publish/{topic}", publish_raw, methods=["POST"]),
+    # miniqueue deletes a topic at its bare name; the same as DELETE /v1/topics/{topic}.
+    Route("/{topic}", v1.delete_topic, methods=["DELETE"]),
 ]

@@ -680,7 +680,26 @@ def spec() -> dict[str, Any]:
                     errors=(),
                 ),
                 "x-websocket": True,
-            }
+            },
+            "post": {
+                **_op(
+                    "miniqueue's subscribe over HTTP/2: the request body streams commands, the response "
+                    'streams answers, one JSON value a line ("INIT", "ACK", "NACK", "BACK", "DACK <s>"; '
+                    '{"msg": "<base64 value>", "dackCount": n} or {"error": "..."})',
+                    params=[TOPIC_P, QGROUP],
+                    errors=(400, 404),
+                ),
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+                },
+            },
+        },
+        "/{topic}": {
+            "delete": _op(
+                "Delete a topic with its records and offsets (miniqueue's route; as DELETE /v1/topics/{topic})",
+                params=[TOPIC_P],
+            ),
         },
         "/v1/changes": {
             "get": _op(
