@@ -24,13 +24,13 @@ from ...errors import InvalidRequest, UnknownTopic, WrongType
 from ...notify import along_poll
 from ...records import FMT_TEXT, Message, Prepared, decode_meta
 from . import v1
-from .bodies import field, int_field, json_object, query_int, query_str, query_wait, read_body
+from .bodies import field, int_field, json_object, query_int, query_limit, query_str, query_wait, read_body
 from .responses import ctx_of, json_response, raw_json
 
 if TYPE_CHECKING:
     from .context import Context
 
-MAX_PULL = 1000
+MAX_PULL = 1000  # records a pull answers at most; a larger batch is held to it
 
 
 def iso(ms: int) -> str:
@@ -107,7 +107,7 @@ async def pull(request: Request) -> Response:
     ctx = ctx_of(request)
     topic = check_name("topic", request.path_params["name"])
     group = check_name("group", query_str(request, "group"))
-    batch = query_int(request, "batch", 10, 1, MAX_PULL)
+    batch = query_limit(request, "batch", 10, MAX_PULL)
     wait = query_wait(request, ctx.settings.max_wait)
     await one_partition(ctx, topic)
 

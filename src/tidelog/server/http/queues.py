@@ -29,7 +29,7 @@ from .bodies import (
     no_unknown,
     number_field,
     parse_json,
-    query_int,
+    query_limit,
     query_seconds,
     query_wait,
     read_body,
@@ -153,7 +153,7 @@ async def send(request: Request) -> Response:
 async def receive(request: Request) -> Response:
     ctx = ctx_of(request)
     topic, group = topic_and_group(request)
-    limit = query_int(request, "max", 1, 1, MAX_RECEIVE)
+    limit = query_limit(request, "max", 1, MAX_RECEIVE)
     visibility = query_seconds(request, "visibility_timeout")
     wait = query_wait(request, ctx.settings.max_wait)
     queue = await ctx.run(ctx.queue, topic, group)
