@@ -127,6 +127,7 @@ def test_http_reads_answer_404_and_create_nothing(served, store_url):
         http.get("/api/topics/never/pull?group=g"),
         http.post("/v1/queues/never/receive"),
         http.get("/v1/queues/never/stats"),
+        http.post("/v1/groups/g/join", json={"topics": ["never"]}),
     ]
     for response in reads:
         assert response.status_code == 404, (response.request.url, response.text)

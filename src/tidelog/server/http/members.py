@@ -148,7 +148,13 @@ async def join(request: Request) -> Response:
         "member_id": field(body, "member_id", str, default=None),
         "heartbeat_interval": 0,  # the remote member heartbeats
     }
-    handle = await ctx.run(GroupConsumer, ctx.log, group, topics, **options)
+
+    def join_existing() -> GroupConsumer:
+        for topic in topics:
+            ctx.log.topic(topic)  # UnknownTopic: joining reads, and reads never create a topic
+        return GroupConsumer(ctx.log, group, topics, **options)
+
+    handle = await ctx.run(join_existing)
     ctx.members.add(handle)
     return json_response({**view(handle), "session_timeout": handle.session_ms / 1000})
 
