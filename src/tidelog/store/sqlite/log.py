@@ -25,6 +25,7 @@ from .base import (
     SQLiteBase,
     _now_ms,
     _PartitionGone,
+    store_failure,
 )
 
 
@@ -184,7 +185,7 @@ class SQLiteLog(SQLiteBase):
                 except UnicodeEncodeError:
                     raise InvalidValue("value is not valid Unicode (it holds a lone surrogate)") from None
                 except sqlite3.Error as e:
-                    raise StoreError(f"append to {topic!r}/{partition} failed: {e}") from None
+                    raise store_failure(e, f"append to {topic!r}/{partition}") from e
                 if cur.rowcount == 1:
                     return int(cur.lastrowid or 0) - lo
             # The partition row is gone: the topic was deleted (and maybe
@@ -231,7 +232,7 @@ class SQLiteLog(SQLiteBase):
             except UnicodeEncodeError:
                 raise InvalidValue("a value is not valid Unicode (it holds a lone surrogate)") from None
             except sqlite3.Error as e:
-                raise StoreError(f"append failed: {e}") from None
+                raise store_failure(e, "append") from e
         raise UnknownTopic(f"topic {gone.topic!r} does not exist")
 
     def read(self, topic: str, partition: int, after: int, limit: int) -> list[Row]:
