@@ -47,6 +47,7 @@ from .store.base import (
     CleansRemotely,
     GroupOffset,
     NamedConsumers,
+    PartitionOffsets,
     Replayed,
     Row,
     Store,
@@ -172,6 +173,12 @@ class Log:
         """A topic with each partition's first and last offset and figures."""
         info = self.topic(name)
         return TopicDescription(info.name, self.store.partitions(name), info.config, info.created)
+
+    def offsets(self, name: str) -> list[PartitionOffsets]:
+        """Each partition's first and last offset, without the figures
+        `describe` counts: O(partitions) on every store (a planner's call)."""
+        check_name("topic", name)
+        return self.store.offsets(name)
 
     def add_partitions(self, name: str, partitions: int) -> TopicInfo:
         """Grow a topic to `partitions` in all; a topic never shrinks."""

@@ -186,6 +186,14 @@ class PartitionInfo:
     bytes: int = 0  # value and meta bytes held now
 
 
+class PartitionOffsets(NamedTuple):
+    """A partition's offsets without its figures: what a planner needs."""
+
+    partition: int
+    first_offset: int  # as PartitionInfo's
+    last_offset: int
+
+
 @dataclass(frozen=True)
 class GroupOffset:
     group: str
@@ -212,6 +220,12 @@ class LogStore(Protocol):
     def delete_topic(self, name: str) -> bool: ...
 
     def partitions(self, topic: str) -> list[PartitionInfo]: ...
+
+    def offsets(self, topic: str) -> list[PartitionOffsets]:
+        """Each partition's first and last offset, without counting what it
+        holds: O(partitions) on every store. A store whose `partitions`
+        counts rows (SQLite's) answers this without them."""
+        return [PartitionOffsets(p.partition, p.first_offset, p.last_offset) for p in self.partitions(topic)]
 
     # records
     def append_one(

@@ -16,9 +16,10 @@ from ...errors import (
     TopicConflict,
     UnknownTopic,
 )
-from ..base import AppendBatch, GroupOffset, PartitionInfo, Replayed, Row, TopicInfo
+from ..base import AppendBatch, GroupOffset, PartitionInfo, PartitionOffsets, Replayed, Row, TopicInfo
 from .base import (
     _APPEND_ONE,
+    _LAST_ID,
     OFFSET_BITS,
     OFFSET_SPAN,
     WATCH_TICK_S,
@@ -165,6 +166,22 @@ class SQLiteLog(SQLiteBase):
                     out.append(PartitionInfo(partition, first - lo, last_offset, count, size))
                 else:
                     out.append(PartitionInfo(partition, base_offset + 1, base_offset, 0, 0))
+        return out
+
+    def offsets(self, topic: str) -> list[PartitionOffsets]:
+        # Two index seeks a partition (the records' key is the offset), no count.
+        self._pid(topic, 0, refresh=True)
+        _, pids = self._pids[topic]
+        out = []
+        with self._read() as conn:
+            for partition, pid in enumerate(pids):
+                lo = pid << OFFSET_BITS
+                first, last = conn.execute(
+                    f"SELECT (SELECT min(id) FROM records WHERE id BETWEEN ?1 + 1 AND ?1 + {OFFSET_SPAN - 1}) - ?1, "
+                    f"{_LAST_ID} - ?1 FROM partitions p WHERE p.id = ?2",
+                    (lo, pid),
+                ).fetchone()
+                out.append(PartitionOffsets(partition, last + 1 if first is None else first, last))
         return out
 
     def append_one(
