@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple, overload
 
-from .config import MAX_PARTITIONS, TopicConfig, check_int, check_name, check_txn
+from .config import MAX_PARTITIONS, TopicConfig, check_int, check_name, check_txn, parse_duration_ms
 from .errors import (
     ConfigurationError,
     InvalidRequest,
@@ -201,16 +201,24 @@ class Log:
         self.store.set_topic_config(name, full)
         return self.topic(name)
 
-    def clean(self, topic: str | None = None, *, chunk: int = 2000) -> list[CleanReport]:
-        """Apply retention and compaction now (every topic, or one)."""
+    def clean(
+        self, topic: str | None = None, *, chunk: int = 2000, txn_window: int | str | None = "7d"
+    ) -> list[CleanReport]:
+        """Apply retention and compaction now (every topic, or one).
+
+        Cleaning every topic also forgets idempotent-write ids (`write(...,
+        txn=)`) older than `txn_window` (a duration such as "7d", or ms;
+        None keeps them): a write retried after that appends again.
+        """
         if topic is not None:
             check_name("topic", topic)
         check_int("chunk", chunk, 1)
+        window = None if txn_window is None else parse_duration_ms("txn_window", txn_window)
         if isinstance(self.store, CleansRemotely):  # a server's store (http://): its own core cleans there
             return [CleanReport(**report) for report in self.store.clean(topic, chunk)]
         if not isinstance(self.store, Cleanable):
             raise ConfigurationError(f"the {type(self.store).__name__} store cannot clean")
-        return clean(self, topic, chunk=chunk)
+        return clean(self, topic, chunk=chunk, txn_window_ms=window)
 
     def last_clean(self, topic: str) -> dict[str, Any] | None:
         """The figures of the topic's last cleaning, if any."""

@@ -512,6 +512,11 @@ class Cleanable(Protocol):
 
     def record_clean(self, topic: str, report: dict[str, Any]) -> None: ...
 
+    def prune_txns(self, older_than: int, limit: int) -> int:
+        """Forget up to `limit` idempotent-write ids recorded more than
+        `older_than` ms ago, by the clock that stamped them (the store's
+        own); returns how many went."""
+
 
 @runtime_checkable
 class CleansRemotely(Protocol):

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
+from ...config import parse_duration_ms
 from ...log import Log
 from . import compat, duplex, members, ops, queues, retention, stream, subscribe, v1
 from .auth import BearerAuth
@@ -27,6 +28,7 @@ def create_app(
     clean_interval: float = DEFAULT_CLEAN_INTERVAL_S,
     auto_create: bool | None = None,
     default_partitions: int | None = None,
+    txn_window: int | str | None = "7d",
 ) -> Starlette:
     """An ASGI app serving `log_or_url` (a Log, or a store URL the app opens and closes).
 
@@ -37,7 +39,8 @@ def create_app(
     on, and one partition). `clock` (ms since epoch) replaces the wall
     clock of a log opened from a URL (tests). A background cleaner applies
     retention every `clean_interval` seconds (0: never; `POST /v1/clean`
-    still cleans on demand).
+    still cleans on demand), and forgets idempotent-write ids older than
+    `txn_window` ("7d"; None keeps them).
     """
     from ... import open as open_log
 
@@ -64,6 +67,7 @@ def create_app(
             max_wait=min(max_wait, MAX_WAIT_S),
             keepalive=keepalive,
             clean_interval=clean_interval,
+            txn_window_ms=None if txn_window is None else parse_duration_ms("txn_window", txn_window),
         ),
         owns,
     )

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from ...log import Consumer, Log, Producer
 from ...notify import along_poll
 from ...queues import Queue
-from ...retention import Cleaner
+from ...retention import DEFAULT_TXN_WINDOW_MS, Cleaner
 from ..runtime.hub import AppendHub
 from ..runtime.writer import GroupCommitWriter
 from .members import Members
@@ -34,6 +34,7 @@ class Settings:
     max_wait: float = MAX_WAIT_S  # long-polls are held to this (30 s at most)
     keepalive: float = 15.0  # seconds between SSE comments on an idle stream
     clean_interval: float = DEFAULT_CLEAN_INTERVAL_S  # background retention; 0: off
+    txn_window_ms: int | None = DEFAULT_TXN_WINDOW_MS  # idempotent-write ids older than this are forgotten
 
 
 class Context:
@@ -61,7 +62,9 @@ class Context:
         self.hub.start()
         self.writer.start()
         if self.settings.clean_interval > 0:
-            self.cleaner = Cleaner(self.log, self.settings.clean_interval).start()
+            self.cleaner = Cleaner(
+                self.log, self.settings.clean_interval, txn_window_ms=self.settings.txn_window_ms
+            ).start()
 
     async def stop(self) -> None:
         self.hub.stop()

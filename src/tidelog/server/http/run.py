@@ -113,7 +113,14 @@ def serve(
     """
     if token is None:
         token = os.environ.get("TIDELOG_TOKEN") or None
-    app_options = ("max_wait", "keepalive", "clean_interval", "auto_create", "default_partitions")
+    app_options = (
+        "max_wait",
+        "keepalive",
+        "clean_interval",
+        "auto_create",
+        "default_partitions",
+        "txn_window",
+    )
     app_kw = {k: kw.pop(k) for k in app_options if k in kw}
     app = create_app(url, token, max_body=max_body, **app_kw)
     server = build_server(app, host, port, tls_cert, tls_key, **kw)
