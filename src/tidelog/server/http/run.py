@@ -150,10 +150,17 @@ def serve(
             loop.add_signal_handler(sig, on_signal)
         base = f"{'https' if tls_cert else 'http'}://{host}:{port}"
         log.info(
-            "HTTP on %s: /v1, /api, /publish, /subscribe (WebSocket); docs %s/docs, metrics %s/metrics",
+            "HTTP on %s: /v1, /api, /publish, /subscribe (WebSocket, HTTP/2); docs %s/docs, metrics %s/metrics",
             base,
             base,
             base,
+        )
+        served: Log = app.state.ctx.log
+        log.info(
+            "topics: %s; reads never create one",
+            f"a write to a missing one creates it ({served.default_partitions} partition(s))"
+            if served.auto_create
+            else "created only explicitly (--no-auto-create)",
         )
         log.info("ready: stop with Ctrl-C (SIGINT) or SIGTERM")
         await server.serve()
