@@ -136,7 +136,7 @@ def test_the_python_api_raises_store_full_and_reads_still_work(full):
     assert sum(1 for _ in log.iter("fill", 0)) == full.records
 
 
-def test_http_answers_507_with_the_error_body_and_reads_still_work(serve, full):
+def test_http_answers_507_with_the_error_body_and_reads_still_work(full, serve):
     server = serve(full.log)
     with httpx.Client(base_url=server.url) as http:
         writes = [
@@ -171,7 +171,7 @@ async def ws_first_answer(server: Any, topic: str, group: str) -> dict[str, Any]
         return answer
 
 
-def test_the_cli_prints_one_line_and_exits_1(serve, full):
+def test_the_cli_prints_one_line_and_exits_1(full, serve):
     runner = CliRunner()
     targets = [serve(full.log).url]  # through a server: the http:// store
     if full.kind == "tmpfs":
@@ -236,7 +236,7 @@ def full_postgres() -> Iterator[str]:
         yield url
 
 
-def test_postgres_disk_full_is_store_full_on_the_api_and_507_over_http(serve, full_postgres):
+def test_postgres_disk_full_is_store_full_on_the_api_and_507_over_http(full_postgres, serve):
     import psycopg
 
     with tidelog.open(full_postgres) as log:
