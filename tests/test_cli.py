@@ -456,7 +456,12 @@ def test_missing_cli_extra_names_it(monkeypatch, capsys):
 
 BAD_INPUT = [
     # (arguments, stdin, exit code, part of the message)
-    (["produce", "nope", "--data", "1"], None, 1, "topic 'nope' does not exist"),
+    (["--no-auto-create", "produce", "nope", "--data", "1"], None, 1, "topic 'nope' does not exist"),
+    (["produce", "nope", "--data", "1", "--no-auto-create"], None, 1, "topic 'nope' does not exist"),
+    # Auto-create on: input refused before the first write creates no topic.
+    (["produce", "nope", "--partition", "1", "--data", "1"], None, 1, "partition 1 does not exist"),
+    (["produce", "nope"], '{"a": 1}\nnot json\n', 1, "line 2 is not JSON"),
+    (["produce", "nope", "--data", "{oops"], None, 2, "not JSON"),
     (["produce", "t", "--partition", "2", "--data", "1"], None, 1, "partition 2 does not exist"),
     (["produce", "bad name", "--data", "1"], None, 1, "invalid topic name"),
     (["produce", "t"], '{"a": 1}\nnot json\n', 1, "line 2 is not JSON"),

@@ -135,13 +135,11 @@ def test_produce_bad_input_names_the_field_and_writes_nothing(server, http):
     ]
     for body, status, named in bad:
         assert named in error(http.post("/v1/topics/ev/records", json=body), status)["message"]
-    assert (
-        error(http.post("/v1/topics/missing/records", json={"records": [{"value": 1}]}), 404)["code"]
-        == "unknown_topic"
-    )
+    missing = http.post("/v1/topics/missing/records", json={"records": [{"value": 1, "partition": 1}]})
+    assert error(missing, 404)["code"] == "unknown_partition"
     with tidelog.open(server.url) as log:
         assert log.describe("ev").records == 0
-        assert [t.name for t in log.topics()] == ["ev"]  # producing never creates a topic over HTTP
+        assert [t.name for t in log.topics()] == ["ev"]  # a refused produce creates no topic
 
 
 def test_batches_are_all_or_nothing(server, http):
@@ -165,12 +163,13 @@ def test_batches_are_all_or_nothing(server, http):
         json={
             "batches": [
                 {"topic": "a", "records": [{"value": 1}]},
-                {"topic": "gone", "records": [{"value": 2}]},
+                {"topic": "gone", "partition": 3, "records": [{"value": 2}]},
             ]
         },
     )
-    assert error(refused, 404)["code"] == "unknown_topic"
+    assert error(refused, 404)["code"] == "unknown_partition"
     assert http.get("/v1/topics/a").json() == before
+    assert http.get("/v1/topics/gone").status_code == 404  # nor is the missing topic made
 
 
 def test_groups_fetch_commit_seek_describe(http):

@@ -34,6 +34,7 @@ class ServerThread:
         self.thread.start()
         self.server = self._call(start_resp_server(self.log, "127.0.0.1", 0, token))
         self.port = self.server.sockets[0].getsockname()[1]
+        self.raws: list[RawClient] = []  # closed with the server, also when a test fails midway
 
     def _call(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
@@ -42,9 +43,13 @@ class ServerThread:
         return redis.Redis(port=self.port, socket_timeout=10, **kw)
 
     def raw(self) -> RawClient:
-        return RawClient(self.port)
+        client = RawClient(self.port)
+        self.raws.append(client)
+        return client
 
     def close(self) -> None:
+        for client in self.raws:
+            client.close()
         self._call(stop_resp_server(self.server))
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)

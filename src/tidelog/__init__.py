@@ -29,6 +29,7 @@ from .errors import (
     OffsetOutOfRange,
     StaleGeneration,
     StoreError,
+    StoreFull,
     StreamIdTooSmall,
     TidelogError,
     TopicConflict,
@@ -54,6 +55,7 @@ def open(
     *,
     durability: str = "normal",
     auto_create: bool = True,
+    default_partitions: int = 1,
     clock: Callable[[], int] | None = None,
 ) -> Log:
     """Open a log.
@@ -62,9 +64,18 @@ def open(
     `:memory:`, or another store's URL. `durability="normal"` survives a
     killed process; `"full"` also survives a power loss, at the cost of an
     fsync per commit.
+
+    `auto_create` (on by default): a write to a missing topic creates it with
+    the default settings and `default_partitions` partitions; off, it raises
+    UnknownTopic. Reads never create a topic.
     """
     check_durability(durability)
-    return Log(open_store(url, durability=durability), auto_create=auto_create, clock=clock)
+    store = open_store(url, durability=durability)
+    try:
+        return Log(store, auto_create=auto_create, default_partitions=default_partitions, clock=clock)
+    except BaseException:
+        store.close()
+        raise
 
 
 __all__ = [
@@ -103,6 +114,7 @@ __all__ = [
     "Sent",
     "StaleGeneration",
     "StoreError",
+    "StoreFull",
     "StreamIdTooSmall",
     "TidelogError",
     "TopicConflict",

@@ -155,9 +155,21 @@ class LeaseLost(GroupError):
 
 
 class StoreError(TidelogError):
-    """The store failed for a reason that is not the caller's input."""
+    """The store failed for a reason that is not the caller's input.
+
+    The driver's own error (sqlite3's, psycopg's) is chained as `__cause__`.
+    """
 
     code = "store_error"
+
+
+class StoreFull(StoreError):
+    """The store has no room for the write: the disk (or the database's
+    size limit) is full. Nothing of the refused write was kept, acknowledged
+    writes are intact, and reads still work; free space or let retention
+    remove records, then write again."""
+
+    code = "store_full"
 
 
 class Closed(TidelogError):

@@ -9,10 +9,10 @@ from __future__ import annotations
 import itertools
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple, overload
 
-from .config import MAX_PARTITIONS, TopicConfig, check_int, check_name, check_txn
+from .config import MAX_PARTITIONS, TopicConfig, check_int, check_name, check_txn, parse_duration_ms
 from .errors import (
     ConfigurationError,
     InvalidRequest,
@@ -47,16 +47,24 @@ from .store.base import (
     CleansRemotely,
     GroupOffset,
     NamedConsumers,
+    PartitionOffsets,
     Replayed,
     Row,
     Store,
     TopicInfo,
 )
-from .topics import TopicCatalog, TopicDescription, check_topic_name
+from .topics import TopicCatalog, TopicDescription, check_partition, check_topic_name
 
 DEFAULT_BATCH = 100
 
+# The most records one batch writes (a write is one transaction: it is refused
+# above this, not split, or it would stop being all or nothing).
 MAX_BATCH = 100_000
+
+# Reads take any limit; the store is asked for at most this many rows a
+# query, so one query never holds more than a chunk in memory (and the http://
+# store's pages stay within the server's).
+READ_CHUNK = 10_000
 
 
 def _wall_clock_ms() -> int:
@@ -77,16 +85,45 @@ class GroupLag(NamedTuple):
 class Log:
     """A durable, partitioned log. Thread-safe; share one per process."""
 
-    def __init__(self, store: Store, *, auto_create: bool = True, clock: Callable[[], int] | None = None):
+    def __init__(
+        self,
+        store: Store,
+        *,
+        auto_create: bool = True,
+        default_partitions: int = 1,
+        clock: Callable[[], int] | None = None,
+    ):
         self.store = store
         self.clock = clock or _wall_clock_ms
-        self.catalog = TopicCatalog(store, lambda name: self.create_topic(name, 1), auto_create=auto_create)
+        self.catalog = TopicCatalog(
+            store,
+            lambda name, partitions: self.create_topic(name, partitions),
+            auto_create=auto_create,
+            default_partitions=default_partitions,
+        )
         self.notifier = AppendNotifier(store)
 
     @property
     def auto_create(self) -> bool:
-        """Whether a send to a missing topic creates it (with one partition)."""
+        """Whether a write to a missing topic creates it (reads never do)."""
         return self.catalog.auto_create
+
+    @property
+    def default_partitions(self) -> int:
+        """The partitions of a topic a write creates implicitly."""
+        return self.catalog.default_partitions
+
+    def view(self, *, auto_create: bool | None = None, default_partitions: int | None = None) -> Log:
+        """Another Log on the same store, clock and wake-ups, with its own topic
+        policy (unset: this log's). Closing a view closes the store."""
+        view = Log(
+            self.store,
+            auto_create=self.auto_create if auto_create is None else auto_create,
+            default_partitions=default_partitions or self.default_partitions,
+            clock=self.clock,
+        )
+        view.notifier = self.notifier
+        return view
 
     # lifecycle -------------------------------------------------------------
 
@@ -137,6 +174,12 @@ class Log:
         info = self.topic(name)
         return TopicDescription(info.name, self.store.partitions(name), info.config, info.created)
 
+    def offsets(self, name: str) -> list[PartitionOffsets]:
+        """Each partition's first and last offset, without the figures
+        `describe` counts: O(partitions) on every store (a planner's call)."""
+        check_name("topic", name)
+        return self.store.offsets(name)
+
     def add_partitions(self, name: str, partitions: int) -> TopicInfo:
         """Grow a topic to `partitions` in all; a topic never shrinks."""
         check_name("topic", name)
@@ -158,16 +201,24 @@ class Log:
         self.store.set_topic_config(name, full)
         return self.topic(name)
 
-    def clean(self, topic: str | None = None, *, chunk: int = 2000) -> list[CleanReport]:
-        """Apply retention and compaction now (every topic, or one)."""
+    def clean(
+        self, topic: str | None = None, *, chunk: int = 2000, txn_window: int | str | None = "7d"
+    ) -> list[CleanReport]:
+        """Apply retention and compaction now (every topic, or one).
+
+        Cleaning every topic also forgets idempotent-write ids (`write(...,
+        txn=)`) older than `txn_window` (a duration such as "7d", or ms;
+        None keeps them): a write retried after that appends again.
+        """
         if topic is not None:
             check_name("topic", topic)
         check_int("chunk", chunk, 1)
+        window = None if txn_window is None else parse_duration_ms("txn_window", txn_window)
         if isinstance(self.store, CleansRemotely):  # a server's store (http://): its own core cleans there
             return [CleanReport(**report) for report in self.store.clean(topic, chunk)]
         if not isinstance(self.store, Cleanable):
             raise ConfigurationError(f"the {type(self.store).__name__} store cannot clean")
-        return clean(self, topic, chunk=chunk)
+        return clean(self, topic, chunk=chunk, txn_window_ms=window)
 
     def last_clean(self, topic: str) -> dict[str, Any] | None:
         """The figures of the topic's last cleaning, if any."""
@@ -204,10 +255,19 @@ class Log:
             check_txn(txn)
         if not batches:
             return []
+        for b in batches:  # every batch was checked: now a missing topic may be made
+            self.catalog.ensure(b.topic)
         now = self.clock()
         stamps = [now if b.timestamp is None else b.timestamp for b in batches]
         appends = [AppendBatch(b.topic, b.partition, ts, b.values, b.metas) for b, ts in zip(batches, stamps)]
-        firsts = self.store.append_many(appends) if txn is None else self.store.append_many(appends, txn)
+        try:
+            firsts = self.store.append_many(appends) if txn is None else self.store.append_many(appends, txn)
+        except UnknownTopic:
+            # A topic we knew was deleted elsewhere: with auto-create on, a
+            # write makes it again, as it would have with a fresh cache.
+            if not self._remake({b.topic for b in batches}):
+                raise
+            firsts = self.store.append_many(appends) if txn is None else self.store.append_many(appends, txn)
         if isinstance(firsts, Replayed):
             return [BatchSent(t, p, f, n, firsts.timestamp) for t, p, f, n in firsts.batches]
         sent = [
@@ -216,6 +276,16 @@ class Log:
         for s in sent:
             self.notifier.notify(s.topic, s.partition, s.last_offset)
         return sent
+
+    def _remake(self, topics: Iterable[str]) -> bool:
+        """After the store found a cached topic gone: make the missing ones
+        again if auto-create is on; True when the write may be tried again."""
+        if not self.auto_create:
+            return False
+        for topic in topics:
+            self.catalog.forget(topic)
+            self.catalog.ensure(topic)
+        return True
 
     def listen(self, listener: Listener) -> Callable[[], None]:
         """Call `listener(topic, partition, last_offset)` after appends.
@@ -243,12 +313,42 @@ class Log:
     # reading -----------------------------------------------------------------
 
     def read(self, topic: str, partition: int, after: int = 0, limit: int = DEFAULT_BATCH) -> list[Message]:
-        """Records after an offset, without a group (an event-log cursor)."""
+        """Up to `limit` records after an offset, without a group (an event-log cursor).
+
+        Any limit is served: the store is read in chunks of `READ_CHUNK`
+        records, and the list holds what was asked for. To walk a partition
+        with memory bounded by one chunk, use `iter`.
+        """
         check_name("topic", topic)
         check_int("partition", partition, 0)
         check_int("after", after, 0)
-        check_int("limit", limit, 1, MAX_BATCH)
-        return make_messages(topic, partition, self.store.read(topic, partition, after, limit))
+        check_int("limit", limit, 1)
+        return make_messages(topic, partition, read_rows(self.store, topic, partition, after, limit))
+
+    def iter(
+        self, topic: str, partition: int, after: int = 0, *, chunk: int = READ_CHUNK
+    ) -> Iterator[Message]:
+        """Every record of a partition after `after`, read `chunk` records at a time.
+
+        A generator: it holds one chunk in memory, and it ends at the last
+        record there was when it read its final chunk (appends after that are
+        not waited for). Retention that removes the next records while it
+        runs raises OffsetOutOfRange, as a read would.
+        """
+        check_name("topic", topic)
+        check_int("partition", partition, 0)
+        check_int("after", after, 0)
+        check_int("chunk", chunk, 1, READ_CHUNK)
+        self.store.read(topic, partition, after, 1)  # UnknownTopic / UnknownPartition now, not at next()
+        return self._iter(topic, partition, after, chunk)
+
+    def _iter(self, topic: str, partition: int, after: int, chunk: int) -> Iterator[Message]:
+        while True:
+            rows = self.store.read(topic, partition, after, chunk)
+            yield from make_messages(topic, partition, rows)
+            if len(rows) < chunk:
+                return
+            after = rows[-1][0]
 
     @overload
     def consumer(self, group: str, topics: None = None, **options: Any) -> Consumer: ...
@@ -345,13 +445,15 @@ class Producer:
     def _partition(self, topic: str, key: bytes | None, partition: int | None) -> tuple[int, int]:
         """(partition, max_message_bytes) for a send."""
         catalog = self.log.catalog
-        partitions, max_bytes = catalog.get(topic) or catalog.shape(topic, create=True)
+        # A missing topic is not made here: the write is checked in full first.
+        partitions, max_bytes = catalog.get(topic) or catalog.planned(topic)
         if partition is not None:
             if type(partition) is not int or partition < 0:
                 check_int("partition", partition, 0)
             if partition >= partitions:
                 # Maybe another process grew the topic since we cached it.
-                partitions, max_bytes = catalog.shape(topic, refresh=True)
+                partitions, max_bytes = catalog.planned(topic, refresh=True)
+                check_partition(topic, partition, partitions)
             return partition, max_bytes
         if key is not None:
             return partition_for_key(key, partitions), max_bytes
@@ -380,8 +482,14 @@ class Producer:
         partition, max_bytes = self._partition(topic, raw_key, partition)
         if len(stored) > max_bytes >> 2 or meta is not None:
             _check_size(topic, max_bytes, 0, stored, meta)
+        self.log.catalog.ensure(topic)
         ts = self.log.clock()
-        offset = self.log.store.append_one(topic, partition, ts, stored, meta)
+        try:
+            offset = self.log.store.append_one(topic, partition, ts, stored, meta)
+        except UnknownTopic:
+            if not self.log._remake([topic]):
+                raise
+            offset = self.log.store.append_one(topic, partition, ts, stored, meta)
         self.log.notifier.notify(topic, partition, offset)
         return Sent(topic, partition, offset, ts)
 
@@ -480,13 +588,26 @@ def _check_size(topic: str, max_bytes: int, index: int, stored: bytes | str, met
         )
 
 
+def read_rows(store: Store, topic: str, partition: int, after: int, limit: int) -> list[Row]:
+    """Up to `limit` rows after `after`, asking the store a chunk at a time."""
+    rows = store.read(topic, partition, after, min(limit, READ_CHUNK))
+    if limit <= READ_CHUNK or len(rows) < READ_CHUNK:
+        return rows
+    while len(rows) < limit:
+        got = store.read(topic, partition, rows[-1][0], min(limit - len(rows), READ_CHUNK))
+        rows.extend(got)
+        if len(got) < READ_CHUNK:
+            break
+    return rows
+
+
 def _read_excluding(
     store: Store, topic: str, partition: int, after: int, limit: int, producer: str
 ) -> tuple[list[Row], int]:
     """Rows not sent by `producer`, and the offset the scan got to."""
     kept: list[Row] = []
     while len(kept) < limit:
-        rows = store.read(topic, partition, after, limit)
+        rows = store.read(topic, partition, after, min(limit - len(kept), READ_CHUNK))
         if not rows:
             break
         for row in rows:
@@ -530,7 +651,7 @@ class Consumer:
         `exclude_producer` skips records sent by that producer (a relay that
         reads a topic it also writes)."""
         self._check(topic, partition)
-        check_int("max_messages", max_messages, 1, MAX_BATCH)
+        check_int("max_messages", max_messages, 1)
         if exclude_producer is not None:
             check_name("producer", exclude_producer)
         tp = (topic, partition)
@@ -549,7 +670,7 @@ class Consumer:
         self, topic: str, partition: int, after: int, limit: int, exclude_producer: str | None
     ) -> tuple[list[Row], int]:
         if exclude_producer is None:
-            rows = self.log.store.read(topic, partition, after, limit)
+            rows = read_rows(self.log.store, topic, partition, after, limit)
             return rows, (rows[-1][0] if rows else after)
         return _read_excluding(self.log.store, topic, partition, after, limit, exclude_producer)
 

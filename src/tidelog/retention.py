@@ -9,6 +9,10 @@
   newest min_compaction_lag_ms of the log is never touched. Kept records keep
   their offsets, so readers see gaps.
 - Never removed: records a queue group holds in flight.
+- Idempotent-write ids (`Log.write(..., txn=...)`) are kept for a window
+  (`txn_window_ms`, default 7 days): a write retried within it appends
+  nothing; an id older than that is forgotten by a cleaning of the whole log,
+  so the ids do not grow forever.
 
 Work happens in chunks of `chunk` records, each its own short transaction,
 so producers never wait long for the write lock.
@@ -30,6 +34,7 @@ if TYPE_CHECKING:
     from .log import Log
 
 DEFAULT_CHUNK = 2000
+DEFAULT_TXN_WINDOW_MS = 7 * 86_400_000  # how long an idempotent write's id is remembered
 RECLAIM_PAGES = 256  # pages given back per step: each step holds the write lock
 
 
@@ -50,8 +55,20 @@ class CleanReport:
         return asdict(self)
 
 
-def clean(log: Log, topic: str | None = None, *, chunk: int = DEFAULT_CHUNK) -> list[CleanReport]:
-    """Apply every topic's retention and compaction settings (or one topic's)."""
+def clean(
+    log: Log,
+    topic: str | None = None,
+    *,
+    chunk: int = DEFAULT_CHUNK,
+    txn_window_ms: int | None = DEFAULT_TXN_WINDOW_MS,
+) -> list[CleanReport]:
+    """Apply every topic's retention and compaction settings (or one topic's).
+
+    Cleaning the whole log also forgets idempotent-write ids older than
+    `txn_window_ms` (None: keep them all).
+    """
+    if topic is None and txn_window_ms is not None:
+        prune_txns(log, txn_window_ms, chunk=chunk)
     names = [topic] if topic is not None else [t.name for t in log.topics()]
     reports = []
     for name in names:
@@ -61,6 +78,20 @@ def clean(log: Log, topic: str | None = None, *, chunk: int = DEFAULT_CHUNK) -> 
             if topic is not None:
                 raise  # deleted meanwhile: only an error when asked for by name
     return reports
+
+
+def prune_txns(log: Log, window_ms: int, *, chunk: int = DEFAULT_CHUNK) -> int:
+    """Forget idempotent-write ids recorded more than `window_ms` ago, `chunk`
+    at a time (each its own short transaction); returns how many went."""
+    store = log.store
+    if not isinstance(store, Cleanable):
+        raise ConfigurationError(f"the {type(store).__name__} store cannot clean")
+    pruned = 0
+    while True:
+        gone = store.prune_txns(window_ms, chunk)
+        pruned += gone
+        if gone < chunk:
+            return pruned
 
 
 def clean_topic(log: Log, name: str, *, chunk: int = DEFAULT_CHUNK) -> CleanReport:
@@ -186,10 +217,18 @@ def _compact(
 class Cleaner:
     """Runs `clean()` every `interval` seconds in a background thread."""
 
-    def __init__(self, log: Log, interval: float = 60.0, *, chunk: int = DEFAULT_CHUNK):
+    def __init__(
+        self,
+        log: Log,
+        interval: float = 60.0,
+        *,
+        chunk: int = DEFAULT_CHUNK,
+        txn_window_ms: int | None = DEFAULT_TXN_WINDOW_MS,
+    ):
         self.log = log
         self.interval = interval
         self.chunk = chunk
+        self.txn_window_ms = txn_window_ms
         self.last: list[CleanReport] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -203,7 +242,7 @@ class Cleaner:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                self.last = clean(self.log, chunk=self.chunk)
+                self.last = clean(self.log, chunk=self.chunk, txn_window_ms=self.txn_window_ms)
             except TidelogError:
                 pass  # try again next round; a topic may have gone meanwhile
 

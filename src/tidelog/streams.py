@@ -313,7 +313,8 @@ class Streams:
                     if not self.check(add.stream):
                         if add.nomkstream:
                             continue
-                        self.log.catalog.shape(add.stream, create=True)
+                        # A stream is a topic of one partition, whatever the default count.
+                        self.log.catalog.shape(add.stream, create=True, partitions=1)
                     last[add.stream] = self._last(add.stream)
                 if add.id is not None and add.stream in pending_derived:
                     # An explicit id must be compared with the derived ids

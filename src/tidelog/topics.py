@@ -5,6 +5,13 @@ partition count and record size limit on every call; asking the store each
 time would cost a query a send. `TopicCatalog` keeps them in memory, one per
 `Log`, and is the only place that decides when a missing topic is created.
 
+The policy every front shares (README, "Topics made on first write"): a
+write to a missing topic creates it with the default settings when
+`auto_create` is on (the default), with `default_partitions` partitions; a
+read never creates one. A write is checked in full against the shape the
+topic would get (`planned`) before the topic is made (`ensure`), so a
+refused write creates nothing.
+
 Partitions only grow, so a cached count can only be too small: a caller that
 finds a partition missing looks again with `refresh=True`.
 """
@@ -15,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from .config import TopicConfig, check_name
-from .errors import UnknownTopic
+from .config import MAX_PARTITIONS, TopicConfig, check_int, check_name
+from .errors import UnknownPartition, UnknownTopic
 from .store.base import PartitionInfo, Store, TopicInfo
 
 
@@ -45,13 +52,21 @@ class TopicDescription:
 class TopicCatalog:
     """The shape of each topic a `Log` has seen, and the auto-create policy.
 
-    `create` makes a missing topic with default settings; it is called only
-    when `auto_create` is on and a writer asks for it.
+    `create(name, partitions)` makes a missing topic with default settings;
+    it is called only when `auto_create` is on and a writer asks for it.
     """
 
-    def __init__(self, store: Store, create: Callable[[str], TopicInfo], *, auto_create: bool = True):
+    def __init__(
+        self,
+        store: Store,
+        create: Callable[[str, int], TopicInfo],
+        *,
+        auto_create: bool = True,
+        default_partitions: int = 1,
+    ):
         self.store = store
         self.auto_create = bool(auto_create)
+        self.default_partitions = check_int("default_partitions", default_partitions, 1, MAX_PARTITIONS)
         self._create = create
         self._shapes: dict[str, TopicShape] = {}
 
@@ -71,8 +86,11 @@ class TopicCatalog:
         """Drop a topic from the cache (it was deleted)."""
         self._shapes.pop(name, None)
 
-    def shape(self, name: str, *, create: bool = False, refresh: bool = False) -> TopicShape:
-        """A topic's shape; `create` makes a missing one if auto_create is on.
+    def shape(
+        self, name: str, *, create: bool = False, refresh: bool = False, partitions: int | None = None
+    ) -> TopicShape:
+        """A topic's shape; `create` makes a missing one if auto_create is on
+        (with `partitions`, else the default count).
 
         Raises UnknownTopic when the topic does not exist and is not made.
         """
@@ -81,13 +99,44 @@ class TopicCatalog:
             return shape
         info = self.store.topic(name)
         if info is None:
-            if not (create and self.auto_create):
-                raise UnknownTopic(
-                    f"topic {name!r} does not exist"
-                    + ("" if not create else " (auto_create is off; create it first)")
-                )
-            info = self._create(name)
+            if not create:
+                raise UnknownTopic(f"topic {name!r} does not exist")
+            self._refuse_missing(name)
+            info = self._create(name, partitions or self.default_partitions)
         return self.remember(info)
+
+    def planned(self, name: str, *, refresh: bool = False, partitions: int | None = None) -> TopicShape:
+        """The shape a write to `name` will find, creating nothing.
+
+        A missing topic has, when auto_create is on, the shape an implicit
+        create would give it (`partitions`, else the default count); the
+        writer calls `ensure` once its input passed every check.
+        """
+        shape = None if refresh else self._shapes.get(name)
+        if shape is not None:
+            return shape
+        info = self.store.topic(name)
+        if info is not None:
+            return self.remember(info)
+        self._refuse_missing(name)
+        return TopicShape(partitions or self.default_partitions, TopicConfig.max_message_bytes)
+
+    def ensure(self, name: str, partitions: int | None = None) -> None:
+        """Create `name` if it is missing (auto_create on), just before a write to it."""
+        if name not in self._shapes:
+            self.shape(name, create=True, partitions=partitions)
+
+    def _refuse_missing(self, name: str) -> None:
+        if not self.auto_create:
+            raise UnknownTopic(f"topic {name!r} does not exist (auto_create is off; create it first)")
+
+
+def check_partition(topic: str, partition: int, partitions: int) -> None:
+    """UnknownPartition unless `partition` is one of the topic's `partitions`."""
+    if partition >= partitions:
+        raise UnknownPartition(
+            f"topic {topic!r} has partitions 0..{partitions - 1}; partition {partition} does not exist"
+        )
 
 
 # Names that passed check_name; a dict lookup is cheaper than the pattern on

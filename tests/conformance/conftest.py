@@ -83,7 +83,11 @@ def _http(tmp_path: Any) -> Iterator[str]:
     except ImportError as e:
         need_service("the tidelog server", f"{e}; pip install 'tidelog[server,client]'")
     clock = FollowClock()
-    server = ServerThread(str(tmp_path / "served.db"), clock=clock, clean_interval=0).start()
+    # auto_create off on the server: the client's Log holds the topic policy
+    # under test (it creates a missing topic itself, through POST /v1/topics).
+    server = ServerThread(
+        str(tmp_path / "served.db"), clock=clock, clean_interval=0, auto_create=False
+    ).start()
     try:
         yield server.url, clock
     finally:

@@ -124,3 +124,25 @@ def test_delete_seen_by_another_handle(store):
     finally:
         a.close()
         b.close()
+
+
+def test_offsets_match_describe_without_counting(store):
+    """`Log.offsets` (the Spark planner's call) gives describe's first and last
+    offsets: empty partitions, a trimmed prefix and compaction's gaps too."""
+    now = [1_800_000_000_000]
+    log = store.open(clock=lambda: now[0])
+    log.create_topic("o", partitions=3, retention_ms=1000)
+    producer = log.producer()
+    producer.send_batch("o", [1, 2, 3], partition=0)
+    producer.send_batch("o", [1, 2], partition=2)
+    now[0] += 5000
+    producer.send_batch("o", [4, 5], partition=0)
+    log.clean("o")  # removes the old prefix of 0 and all of 2
+    described = [(p.partition, p.first_offset, p.last_offset) for p in log.describe("o").partitions]
+    assert [tuple(o) for o in log.offsets("o")] == described
+    assert described == [(0, 4, 5), (1, 1, 0), (2, 3, 2)]
+    with pytest.raises(tidelog.UnknownTopic):
+        log.offsets("missing")
+    with pytest.raises(tidelog.InvalidName):
+        log.offsets("bad name")
+    log.close()

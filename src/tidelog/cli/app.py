@@ -1,8 +1,9 @@
 """The root `tidelog` group: the store URL, output mode and the error edge.
 
 The URL defaults to `TIDELOG_URL`, else `tidelog.db` in the current
-directory; the environment is read here, at the entry point, and nowhere
-else.
+directory, and the topic policy to `TIDELOG_AUTO_CREATE` and
+`TIDELOG_DEFAULT_PARTITIONS`; the environment is read here, at the entry
+point, and nowhere else.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from typing import Any
 import click
 
 import tidelog
+from tidelog.config import MAX_PARTITIONS
 
 from .consume import consume, read
-from .context import DEFAULT_URL, URL_HELP, Session
+from .context import AUTO_CREATE_HELP, DEFAULT_PARTITIONS_HELP, DEFAULT_URL, URL_HELP, Session
 from .dlq import dlq
 from .groups import groups, offsets
 from .maintenance import clean, jobs
@@ -54,16 +56,41 @@ class TidelogGroup(click.Group):
     "--create", is_flag=True, help="Start a new SQLite log when --db names no file (commands that write do)."
 )
 @click.option("--json", "json_output", is_flag=True, help="Machine output (JSON) for every command.")
+@click.option(
+    "--auto-create/--no-auto-create",
+    default=True,
+    envvar="TIDELOG_AUTO_CREATE",
+    show_default=True,
+    show_envvar=True,
+    help=AUTO_CREATE_HELP,
+)
+@click.option(
+    "--default-partitions",
+    type=click.IntRange(1, MAX_PARTITIONS),
+    default=1,
+    metavar="N",
+    envvar="TIDELOG_DEFAULT_PARTITIONS",
+    show_default=True,
+    show_envvar=True,
+    help=DEFAULT_PARTITIONS_HELP,
+)
 @click.version_option(tidelog.__version__, prog_name="tidelog")
 @click.pass_context
-def cli(ctx: click.Context, url: str, create: bool, json_output: bool) -> None:
+def cli(
+    ctx: click.Context,
+    url: str,
+    create: bool,
+    json_output: bool,
+    auto_create: bool,
+    default_partitions: int,
+) -> None:
     """tidelog: a durable, partitioned message log.
 
     Records go to stdout as NDJSON, one record a line; other views are
     aligned tables, or JSON with --json. Exit status: 0 on success, 1 on an
     error (one line on stderr), 2 on a usage error.
     """
-    session = ctx.obj = Session(url, json_output, create)
+    session = ctx.obj = Session(url, json_output, create, auto_create, default_partitions)
     ctx.call_on_close(session.close)
 
 

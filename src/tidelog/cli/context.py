@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import click
 
 import tidelog
+from tidelog.config import MAX_PARTITIONS
 
 DEFAULT_URL = "tidelog.db"
 URL_HELP = (
@@ -32,14 +33,25 @@ class Session:
     The log is opened on first use, so `serve` and `--help` never open it.
     """
 
-    def __init__(self, url: str, json: bool = False, create: bool = False):
+    def __init__(
+        self,
+        url: str,
+        json: bool = False,
+        create: bool = False,
+        auto_create: bool = True,
+        default_partitions: int = 1,
+    ):
         self.url = url
         self.json = json
         self.create = create
+        self.auto_create = auto_create
+        self.default_partitions = default_partitions
         self._log: tidelog.Log | None = None
 
     def log(self, *, writes: bool = False) -> tidelog.Log:
-        """The log at --db; `writes` (a command that writes) may create its file."""
+        """The log at --db; `writes` (a command that writes) may create its file,
+        and its topics when --auto-create is on. A command that only reads
+        never creates a topic, whatever the setting."""
         if self._log is None:
             url = store_url(self.url)
             path = sqlite_path(url)
@@ -50,8 +62,9 @@ class Session:
                 raise tidelog.ConfigurationError(
                     f"no log at {where}: check --db, or pass --create to start a new one there"
                 )
-            # A typo in a topic name must not create a topic from the shell.
-            self._log = tidelog.open(url, auto_create=False)
+            self._log = tidelog.open(
+                url, auto_create=self.auto_create and writes, default_partitions=self.default_partitions
+            )
         return self._log
 
     def close(self) -> None:
@@ -84,6 +97,44 @@ def _set_url(ctx: click.Context, _param: click.Parameter, value: str | None) -> 
 def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if value:
         ctx.ensure_object(Session).json = True
+
+
+AUTO_CREATE_HELP = (
+    "Whether producing to a missing topic creates it (with --default-partitions partitions); "
+    "reads never create a topic."
+)
+DEFAULT_PARTITIONS_HELP = "Partitions of a topic that producing creates."
+
+
+def _set_auto_create(ctx: click.Context, _param: click.Parameter, value: bool | None) -> None:
+    if value is not None:
+        ctx.ensure_object(Session).auto_create = value
+
+
+def _set_default_partitions(ctx: click.Context, _param: click.Parameter, value: int | None) -> None:
+    if value is not None:
+        ctx.ensure_object(Session).default_partitions = value
+
+
+def topic_policy_options(f: F) -> F:
+    """`--auto-create/--no-auto-create` and `--default-partitions` on a command
+    that writes, overriding the ones given before its name."""
+    f = click.option(
+        "--auto-create/--no-auto-create",
+        default=None,
+        expose_value=False,
+        callback=_set_auto_create,
+        help=AUTO_CREATE_HELP + " Default: $TIDELOG_AUTO_CREATE, else on.",
+    )(f)
+    f = click.option(
+        "--default-partitions",
+        type=click.IntRange(1, MAX_PARTITIONS),
+        metavar="N",
+        expose_value=False,
+        callback=_set_default_partitions,
+        help=DEFAULT_PARTITIONS_HELP + " Default: $TIDELOG_DEFAULT_PARTITIONS, else 1.",
+    )(f)
+    return f
 
 
 def common_options(f: F) -> F:

@@ -38,8 +38,9 @@ import click
 
 import tidelog
 from tidelog.partitioner import partition_for_key
+from tidelog.topics import check_partition
 
-from .context import Session, check_partition, common_options, pass_session
+from .context import Session, common_options, pass_session, topic_policy_options
 from .output import emit, table
 
 DEFAULT_CHUNK = 1000
@@ -180,6 +181,7 @@ def progress(stream: BinaryIO) -> Iterator[Any]:
     help="Stdin lines a batch; each batch is written atomically.",
 )
 @common_options
+@topic_policy_options
 @pass_session
 def produce(
     session: Session,
@@ -198,7 +200,8 @@ def produce(
     With --data, one record; else each line of stdin is one record (a JSON
     value by default, see --format), written in atomic batches of --batch
     lines. A line that cannot be read stops the command before its batch is
-    written. Records without a key spread over the partitions.
+    written. Records without a key spread over the partitions. A missing
+    TOPIC is created by the first batch written (see --no-auto-create).
     """
     if key_delimiter is not None and not key_delimiter:
         raise click.BadParameter("the delimiter must not be empty", param_hint="--key-delimiter")
@@ -216,12 +219,18 @@ def produce(
             raise click.BadParameter(f"the value {e}{hint}", param_hint="--data") from None
     log = session.log(writes=True)
     try:
-        info = log.topic(topic)  # fail before reading any input
+        partitions = log.topic(topic).partitions  # fail before reading any input
     except tidelog.UnknownTopic as e:
-        raise tidelog.UnknownTopic(f"{e}; create it first: tidelog topics create {topic}") from None
-    check_partition(info, partition)
+        if not log.auto_create:
+            raise tidelog.UnknownTopic(
+                f"{e}; create it first: tidelog topics create {topic} (or drop --no-auto-create)"
+            ) from None
+        # Made by the first batch's write, once its lines were read and
+        # checked: input refused before that creates no topic.
+        partitions = log.default_partitions
+    check_partition(topic, partition if partition is not None else 0, partitions)
     producer = log.producer(producer_id)
-    spread = Spreader(log, producer, topic, info.partitions, key, partition, headers or None)
+    spread = Spreader(log, producer, topic, partitions, key, partition, headers or None)
     ranges = Ranges()
 
     def write(values: list[Any], first_line: int, last_line: int) -> None:

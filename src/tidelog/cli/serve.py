@@ -7,7 +7,7 @@ import click
 
 from tidelog.logs import LOG_FORMATS, LOG_LEVELS, log_to_stderr
 
-from .context import Session, common_options, pass_session
+from .context import Session, common_options, pass_session, topic_policy_options
 
 
 @click.command()
@@ -42,6 +42,13 @@ from .context import Session, common_options, pass_session
     help="Seconds between background cleanings (retention, compaction); 0 turns them off.",
 )
 @click.option(
+    "--txn-window",
+    default="7d",
+    show_default=True,
+    metavar="DURATION",
+    help="How long the background cleaning remembers an idempotent write's id (7d, 12h, ...).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(LOG_LEVELS),
     default="info",
@@ -57,6 +64,7 @@ from .context import Session, common_options, pass_session
 )
 @click.option("--access-log", is_flag=True, help="Also log every HTTP request.")
 @common_options
+@topic_policy_options
 @pass_session
 def serve(
     session: Session,
@@ -67,6 +75,7 @@ def serve(
     tls_key: str | None,
     resp_port: int,
     clean_interval: float,
+    txn_window: str,
     log_level: str,
     log_format: str,
     access_log: bool,
@@ -102,6 +111,9 @@ def serve(
             tls_key=tls_key,
             resp_port=resp_port,
             clean_interval=clean_interval,
+            txn_window=txn_window,
+            auto_create=session.auto_create,
+            default_partitions=session.default_partitions,
             log_level=log_level,
             log_access=access_log,
         )

@@ -197,4 +197,4 @@ def _partition_count(log: Log, topic: str) -> int:
     except UnknownTopic:
         if not log.auto_create:
             raise
-        return log.create_topic(topic, 1).partitions
+        return log.create_topic(topic, log.default_partitions).partitions

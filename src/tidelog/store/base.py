@@ -187,6 +187,14 @@ class PartitionInfo:
     bytes: int = 0  # value and meta bytes held now
 
 
+class PartitionOffsets(NamedTuple):
+    """A partition's offsets without its figures: what a planner needs."""
+
+    partition: int
+    first_offset: int  # as PartitionInfo's
+    last_offset: int
+
+
 @dataclass(frozen=True)
 class GroupOffset:
     group: str
@@ -213,6 +221,12 @@ class LogStore(Protocol):
     def delete_topic(self, name: str) -> bool: ...
 
     def partitions(self, topic: str) -> list[PartitionInfo]: ...
+
+    def offsets(self, topic: str) -> list[PartitionOffsets]:
+        """Each partition's first and last offset, without counting what it
+        holds: O(partitions) on every store. A store whose `partitions`
+        counts rows (SQLite's) answers this without them."""
+        return [PartitionOffsets(p.partition, p.first_offset, p.last_offset) for p in self.partitions(topic)]
 
     # records
     def append_one(
@@ -503,6 +517,11 @@ class Cleanable(Protocol):
         """Remove single records (compaction); returns bytes removed."""
 
     def record_clean(self, topic: str, report: dict[str, Any]) -> None: ...
+
+    def prune_txns(self, older_than: int, limit: int) -> int:
+        """Forget up to `limit` idempotent-write ids recorded more than
+        `older_than` ms ago, by the clock that stamped them (the store's
+        own); returns how many went."""
 
 
 @runtime_checkable

@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator, Callable
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
+from ...config import parse_duration_ms
 from ...log import Log
-from . import compat, console, members, operate, ops, queues, retention, stream, subscribe, v1
+from . import compat, console, duplex, members, operate, ops, queues, retention, stream, subscribe, v1
 from .auth import BearerAuth
 from .context import DEFAULT_CLEAN_INTERVAL_S, DEFAULT_MAX_BODY, MAX_WAIT_S, Context, Settings
 from .errors import HANDLERS
@@ -27,24 +28,38 @@ def create_app(
     clean_interval: float = DEFAULT_CLEAN_INTERVAL_S,
     console_interval: float = console.DEFAULT_INTERVAL_S,
     console_window: float = console.DEFAULT_WINDOW_S,
+    auto_create: bool | None = None,
+    default_partitions: int | None = None,
+    txn_window: int | str | None = "7d",
 ) -> Starlette:
     """An ASGI app serving `log_or_url` (a Log, or a store URL the app opens and closes).
 
-    The HTTP API never creates a topic implicitly: producing to a missing
-    topic is a 404, whatever the given Log's `auto_create`. `clock` (ms
-    since epoch) replaces the wall clock of a log opened from a URL (tests).
-    A background cleaner applies retention every `clean_interval` seconds
-    (0: never; `POST /v1/clean` still cleans on demand). The console's
-    charts sample the log every `console_interval` seconds and keep
-    `console_window` seconds (0: no sampling, no charts).
+    Topics follow the one policy of every front: a produce route creates a
+    missing topic when `auto_create` is on (`default_partitions`
+    partitions; /api makes one-partition topics), and answers 404 when it is
+    off; reads never create. Unset, both come from the given Log (a URL:
+    on, and one partition). `clock` (ms since epoch) replaces the wall
+    clock of a log opened from a URL (tests). A background cleaner applies
+    retention every `clean_interval` seconds (0: never; `POST /v1/clean`
+    still cleans on demand), and forgets idempotent-write ids older than
+    `txn_window` ("7d"; None keeps them). The console's charts sample the
+    log every `console_interval` seconds and keep `console_window` seconds
+    (0: no sampling, no charts).
     """
     from ... import open as open_log
 
     if isinstance(log_or_url, Log):
-        # A view of the caller's store with auto-create off; the caller closes it.
-        log, owns = Log(log_or_url.store, auto_create=False, clock=log_or_url.clock), False
+        log, owns = log_or_url, False  # the caller closes it
+        if auto_create is not None or default_partitions is not None:
+            log = log.view(auto_create=auto_create, default_partitions=default_partitions)
     else:
-        log, owns = open_log(log_or_url, auto_create=False, clock=clock), True
+        log = open_log(
+            log_or_url,
+            auto_create=True if auto_create is None else auto_create,
+            default_partitions=default_partitions or 1,
+            clock=clock,
+        )
+        owns = True
     if max_body < 1:
         raise ValueError("max_body must be at least 1 byte")
     if not clean_interval >= 0:
@@ -60,6 +75,7 @@ def create_app(
             max_wait=min(max_wait, MAX_WAIT_S),
             keepalive=keepalive,
             clean_interval=clean_interval,
+            txn_window_ms=None if txn_window is None else parse_duration_ms("txn_window", txn_window),
         ),
         owns,
     )
@@ -92,6 +108,7 @@ def create_app(
             *operate.routes,
             *stream.routes,
             *subscribe.routes,
+            *duplex.routes,
             *console.routes(),
         ],
         middleware=middleware,

@@ -109,6 +109,20 @@ def query_int(request: Request, name: str, default: int, minimum: int = 0, maxim
     return value
 
 
+def query_limit(request: Request, name: str, default: int, maximum: int) -> int:
+    """A how-many parameter (`limit`, `max`, `batch`): at least 1, and held to
+    `maximum` when it asks for more, as Redis's COUNT and SQS's
+    MaxNumberOfMessages serve what they can instead of refusing. A client
+    reads the rest with its next request."""
+    return min(query_int(request, name, default, 1), maximum)
+
+
+def limit_field(body: dict[str, Any], name: str, default: int, maximum: int) -> int:
+    """`query_limit` for a JSON body's field."""
+    value: int = int_field(body, name, 1, default=default)
+    return min(value, maximum)
+
+
 def query_wait(request: Request, cap: float) -> float:
     """`wait=` seconds for a long-poll: 0 to 30, then held to the server's cap."""
     raw = request.query_params.get("wait")

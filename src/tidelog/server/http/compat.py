@@ -4,8 +4,9 @@
 offsets; a group's `lastAckedId` is its committed offset on partition 0.
 
 POST /publish/{topic}: the raw request body is the value, stored as bytes
-(miniqueue's publish). Its /subscribe/{topic} WebSocket lives in
-subscribe.py: the delivery pump is a concept of its own.
+(miniqueue's publish); DELETE /{topic}: miniqueue's delete. Its
+/subscribe/{topic} lives in subscribe.py (the WebSocket) and duplex.py (the
+HTTP/2 stream): the delivery pump is a concept of its own.
 """
 
 from __future__ import annotations
@@ -21,14 +22,15 @@ from starlette.routing import Route
 from ...config import check_name
 from ...errors import InvalidRequest, UnknownTopic, WrongType
 from ...notify import along_poll
-from ...records import FMT_TEXT, Message, decode_meta
-from .bodies import field, int_field, json_object, query_int, query_str, query_wait, read_body
+from ...records import FMT_TEXT, Message, Prepared, decode_meta
+from . import v1
+from .bodies import field, int_field, json_object, query_int, query_limit, query_str, query_wait, read_body
 from .responses import ctx_of, json_response, raw_json
 
 if TYPE_CHECKING:
     from .context import Context
 
-MAX_PULL = 1000
+MAX_PULL = 1000  # records a pull answers at most; a larger batch is held to it
 
 
 def iso(ms: int) -> str:
@@ -48,12 +50,18 @@ def _topic_out(info) -> dict[str, Any]:
     return {"name": info.name, "partitions": info.partitions, "createdAt": iso(info.created)}
 
 
-async def one_partition(ctx: Context, topic: str) -> None:
+async def one_partition(ctx: Context, topic: str, *, writes: bool = False) -> None:
     """/api has one offset a group: a topic of several partitions is refused,
-    never read in part (its other partitions would be skipped silently)."""
-    shape = ctx.log.catalog.get(topic)
+    never read in part (its other partitions would be skipped silently).
+
+    `writes`: a missing topic passes when the auto-create policy would make
+    it (with one partition, as /api makes every topic)."""
+    catalog = ctx.log.catalog
+    shape = catalog.get(topic)
     if shape is None:
-        shape = await ctx.run(ctx.log.catalog.shape, topic)
+        shape = await ctx.run(
+            lambda: catalog.planned(topic, partitions=1) if writes else catalog.shape(topic)
+        )
     if shape.partitions != 1:
         raise WrongType(
             f"topic {topic!r} has {shape.partitions} partitions; /api serves one-partition topics "
@@ -83,9 +91,15 @@ async def publish(request: Request) -> Response:
     if "payload" not in body:
         raise InvalidRequest("field 'payload' is required")
     payload = body["payload"]
-    await one_partition(ctx, topic)
+    await one_partition(ctx, topic, writes=True)
     producer = ctx.producer(None)
-    (sent,) = await ctx.writer.write(lambda: [producer.prepare(topic, [payload], partition=0)])
+
+    def job() -> list[Prepared]:
+        prepared = producer.prepare(topic, [payload], partition=0)
+        ctx.log.catalog.ensure(topic, partitions=1)  # checked: a missing topic is made now
+        return [prepared]
+
+    (sent,) = await ctx.writer.write(job)
     return json_response({"id": sent.first_offset, "topic": topic, "createdAt": iso(sent.timestamp)}, 201)
 
 
@@ -93,7 +107,7 @@ async def pull(request: Request) -> Response:
     ctx = ctx_of(request)
     topic = check_name("topic", request.path_params["name"])
     group = check_name("group", query_str(request, "group"))
-    batch = query_int(request, "batch", 10, 1, MAX_PULL)
+    batch = query_limit(request, "batch", 10, MAX_PULL)
     wait = query_wait(request, ctx.settings.max_wait)
     await one_partition(ctx, topic)
 
@@ -157,4 +171,6 @@ routes = [
     Route("/api/topics/{name}/pull", pull, methods=["GET"]),
     Route("/api/topics/{name}/ack", ack, methods=["POST"]),
     Route("/publish/{topic}", publish_raw, methods=["POST"]),
+    # miniqueue deletes a topic at its bare name; the same as DELETE /v1/topics/{topic}.
+    Route("/{topic}", v1.delete_topic, methods=["DELETE"]),
 ]

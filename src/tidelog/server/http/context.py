@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from ...log import Consumer, Log, Producer
 from ...notify import along_poll
 from ...queues import Queue
-from ...retention import Cleaner
+from ...retention import DEFAULT_TXN_WINDOW_MS, Cleaner
 from ..runtime.hub import AppendHub
 from ..runtime.writer import GroupCommitWriter
 from .members import Members
@@ -34,6 +34,7 @@ class Settings:
     max_wait: float = MAX_WAIT_S  # long-polls are held to this (30 s at most)
     keepalive: float = 15.0  # seconds between SSE comments on an idle stream
     clean_interval: float = DEFAULT_CLEAN_INTERVAL_S  # background retention; 0: off
+    txn_window_ms: int | None = DEFAULT_TXN_WINDOW_MS  # idempotent-write ids older than this are forgotten
 
 
 class Context:
@@ -53,14 +54,17 @@ class Context:
         self.cleaner: Cleaner | None = None
         self.pumps = Pumps(self)
         self.members = Members()
-        self._queue_log = Log(log.store, auto_create=True, clock=log.clock)
-        self._queue_log.notifier = log.notifier  # one set of wake-ups for both views
+        # Queue handles make their dead-letter topics whatever the policy (as
+        # the Python API's do); a handle is only opened on a topic that exists.
+        self._queue_log = log.view(auto_create=True)
 
     async def start(self) -> None:
         self.hub.start()
         self.writer.start()
         if self.settings.clean_interval > 0:
-            self.cleaner = Cleaner(self.log, self.settings.clean_interval).start()
+            self.cleaner = Cleaner(
+                self.log, self.settings.clean_interval, txn_window_ms=self.settings.txn_window_ms
+            ).start()
 
     async def stop(self) -> None:
         self.hub.stop()
@@ -115,12 +119,13 @@ class Context:
         Opening a group stores its settings on first use (`log.queue`);
         handles are kept, so later requests cost no store write. A handle
         may create its dead-letter topic when it first dead-letters a
-        record, as the Python API does; nothing else is created implicitly.
+        record, as the Python API does; a send route makes a missing topic
+        (the log's auto-create policy) before it opens the handle.
         """
         key = (topic, group)
         queue = self._queues.get(key)
         if queue is None or options:
-            self.log.topic(topic)  # UnknownTopic: the API never creates a topic implicitly
+            self.log.topic(topic)  # UnknownTopic: reading a queue never creates its topic
             queue = self._queue_log.queue(topic, group, **(options or {}))
             if len(self._queues) > _CACHE_LIMIT:
                 self._queues.clear()

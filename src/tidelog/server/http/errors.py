@@ -24,6 +24,7 @@ from ...errors import (
     NotFound,
     OffsetOutOfRange,
     StoreError,
+    StoreFull,
     TidelogError,
 )
 
@@ -53,6 +54,7 @@ STATUS: dict[type[BaseException], int] = {
     Conflict: 409,
     GroupError: 409,
     Closed: 503,
+    StoreFull: 507,  # Insufficient Storage: the write may succeed once space is freed
     StoreError: 503,
     ConfigurationError: 500,
     TidelogError: 500,

@@ -30,7 +30,7 @@ from ...config import MAX_PARTITIONS, check_name
 from ...errors import InvalidRequest, StaleGeneration
 from ...groups import GroupConsumer
 from ...log import MAX_BATCH
-from .bodies import field, int_field, json_object, no_unknown, number_field
+from .bodies import field, int_field, json_object, limit_field, no_unknown, number_field
 from .responses import ctx_of, json_response, messages_out
 
 if TYPE_CHECKING:
@@ -148,7 +148,13 @@ async def join(request: Request) -> Response:
         "member_id": field(body, "member_id", str, default=None),
         "heartbeat_interval": 0,  # the remote member heartbeats
     }
-    handle = await ctx.run(GroupConsumer, ctx.log, group, topics, **options)
+
+    def join_existing() -> GroupConsumer:
+        for topic in topics:
+            ctx.log.topic(topic)  # UnknownTopic: joining reads, and reads never create a topic
+        return GroupConsumer(ctx.log, group, topics, **options)
+
+    handle = await ctx.run(join_existing)
     ctx.members.add(handle)
     return json_response({**view(handle), "session_timeout": handle.session_ms / 1000})
 
@@ -171,7 +177,7 @@ async def poll(request: Request) -> Response:
     body = await json_object(request, ctx.settings.max_body)
     no_unknown(body, {"member_id", "max_messages", "wait"})
     member = _member_of(body)
-    limit = int_field(body, "max_messages", 1, MAX_BATCH, default=500)
+    limit = limit_field(body, "max_messages", 500, MAX_BATCH)
     wait = number_field(body, "wait", default=0)
     if not 0 <= wait <= 30:
         raise InvalidRequest(f"field 'wait' must be between 0 and 30 seconds, got {wait}")

@@ -136,6 +136,15 @@ def _p(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "in": "path", "required": True, "schema": schema}
 
 
+def _limit(name: str, maximum: int) -> dict[str, Any]:
+    """A how-many query parameter: more than `maximum` is served as `maximum`, not refused."""
+    return _q(
+        name,
+        {"type": "integer", "minimum": 1},
+        description=f"at most {maximum} are answered; a larger value is held to {maximum}",
+    )
+
+
 WAIT = _q("wait", {"type": "number", "minimum": 0, "maximum": 30}, description="long-poll seconds")
 TOPIC_P, GROUP_P, PARTITION_P = _p("topic", NAME), _p("group", NAME), _p("partition", OFFSET)
 QGROUP = _q("group", NAME, description="the queue group (default: the topic's name)")
@@ -246,7 +255,7 @@ def spec() -> dict[str, Any]:
                 params=[
                     _p("name", NAME),
                     _q("group", NAME, required=True),
-                    _q("batch", {"type": "integer", "minimum": 1, "maximum": 1000}),
+                    _limit("batch", 1000),
                     WAIT,
                 ],
                 errors=(400, 404, 409),
@@ -366,7 +375,7 @@ def spec() -> dict[str, Any]:
                     TOPIC_P,
                     PARTITION_P,
                     _q("after", OFFSET),
-                    _q("limit", {"type": "integer", "minimum": 1, "maximum": 10000}),
+                    _limit("limit", 10000),
                     WAIT,
                 ],
                 result={
@@ -451,7 +460,7 @@ def spec() -> dict[str, Any]:
                     GROUP_P,
                     TOPIC_P,
                     _q("partition", OFFSET),
-                    _q("max", {"type": "integer", "minimum": 1, "maximum": 10000}),
+                    _limit("max", 10000),
                     _q("exclude_producer", NAME),
                     WAIT,
                 ],
@@ -508,7 +517,11 @@ def spec() -> dict[str, Any]:
                     "required": ["member_id"],
                     "properties": {
                         "member_id": NAME,
-                        "max_messages": {"type": "integer", "minimum": 1, "maximum": 100000},
+                        "max_messages": {
+                            "type": "integer",
+                            "minimum": 1,
+                            "description": "at most 100000 are answered; a larger value is held to 100000",
+                        },
                         "wait": {"type": "number", "minimum": 0, "maximum": 30},
                     },
                     "additionalProperties": False,
@@ -628,7 +641,7 @@ def spec() -> dict[str, Any]:
                 params=[
                     TOPIC_P,
                     QGROUP,
-                    _q("max", {"type": "integer", "minimum": 1, "maximum": 10000}),
+                    _limit("max", 10000),
                     _q("visibility_timeout", {"type": "number", "exclusiveMinimum": 0, "maximum": 43200}),
                     WAIT,
                 ],
@@ -724,7 +737,26 @@ def spec() -> dict[str, Any]:
                     errors=(),
                 ),
                 "x-websocket": True,
-            }
+            },
+            "post": {
+                **_op(
+                    "miniqueue's subscribe over HTTP/2: the request body streams commands, the response "
+                    'streams answers, one JSON value a line ("INIT", "ACK", "NACK", "BACK", "DACK <s>"; '
+                    '{"msg": "<base64 value>", "dackCount": n} or {"error": "..."})',
+                    params=[TOPIC_P, QGROUP],
+                    errors=(400, 404),
+                ),
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+                },
+            },
+        },
+        "/{topic}": {
+            "delete": _op(
+                "Delete a topic with its records and offsets (miniqueue's route; as DELETE /v1/topics/{topic})",
+                params=[TOPIC_P],
+            ),
         },
         "/v1/changes": {
             "get": _op(

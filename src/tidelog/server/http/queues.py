@@ -29,7 +29,7 @@ from .bodies import (
     no_unknown,
     number_field,
     parse_json,
-    query_int,
+    query_limit,
     query_seconds,
     query_wait,
     read_body,
@@ -97,6 +97,10 @@ async def open_queue(request: Request) -> Response:
     )
 
 
+def _placement(route: tuple) -> dict[str, Any]:
+    return {"key": route[1] if route[0] == "k" else None, "partition": route[1] if route[0] == "p" else None}
+
+
 async def send(request: Request) -> Response:
     ctx = ctx_of(request)
     topic, group = topic_and_group(request)
@@ -119,18 +123,22 @@ async def send(request: Request) -> Response:
         slot = routes.setdefault(route, ([], []))
         slot[0].append(i)
         slot[1].append(value)
-    queue = await ctx.run(ctx.queue, topic, group)
     producer = ctx.producer(producer_id)
+
+    def open_for_send() -> Queue:
+        if ctx.log.catalog.get(topic) is None and ctx.log.store.topic(topic) is None:
+            # A send makes a missing topic (the auto-create policy), once every
+            # record passed the checks against the shape the topic will get.
+            for route, (_, values) in routes.items():
+                producer.prepare(topic, values, **_placement(route))
+            ctx.log.catalog.ensure(topic)
+        return ctx.queue(topic, group)
+
+    queue = await ctx.run(open_for_send)
 
     def job():
         return [
-            queue.prepare(
-                values,
-                key=route[1] if route[0] == "k" else None,
-                partition=route[1] if route[0] == "p" else None,
-                delay=delay,
-                producer=producer,
-            )
+            queue.prepare(values, **_placement(route), delay=delay, producer=producer)
             for route, (_, values) in routes.items()
         ]
 
@@ -145,7 +153,7 @@ async def send(request: Request) -> Response:
 async def receive(request: Request) -> Response:
     ctx = ctx_of(request)
     topic, group = topic_and_group(request)
-    limit = query_int(request, "max", 1, 1, MAX_RECEIVE)
+    limit = query_limit(request, "max", 1, MAX_RECEIVE)
     visibility = query_seconds(request, "visibility_timeout")
     wait = query_wait(request, ctx.settings.max_wait)
     queue = await ctx.run(ctx.queue, topic, group)

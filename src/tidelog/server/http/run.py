@@ -74,13 +74,12 @@ def stop_server(app: Any, server: Any) -> None:
 
 
 def resp_log(app: Any) -> Log:
-    """The app's log as the Redis front needs it: XADD creates a stream, as in
-    Redis. Same store and wake-ups, so an XADD wakes HTTP long-polls and an
-    HTTP produce wakes a blocked XREAD."""
-    log = app.state.ctx.log
-    view = Log(log.store, auto_create=True, clock=log.clock)
-    view.notifier = log.notifier
-    return view
+    """The app's log, for the Redis front beside it: the same store, topic
+    policy and wake-ups, so an XADD wakes HTTP long-polls, an HTTP produce
+    wakes a blocked XREAD, and XADD creates a stream exactly when an HTTP
+    produce would create a topic."""
+    log: Log = app.state.ctx.log
+    return log
 
 
 def redact(url: str) -> str:
@@ -110,11 +109,19 @@ def serve(
     `Authorization: Bearer <token>`. `resp_port` (0: off) also serves the
     Redis protocol on the same host, log and token (`tidelog serve` turns it
     on at 7379). Extra keywords go to `create_app` (max_wait, keepalive,
-    clean_interval) or to granian's server.
+    clean_interval, auto_create, default_partitions) or to granian's server.
     """
     if token is None:
         token = os.environ.get("TIDELOG_TOKEN") or None
-    app_kw = {k: kw.pop(k) for k in ("max_wait", "keepalive", "clean_interval") if k in kw}
+    app_options = (
+        "max_wait",
+        "keepalive",
+        "clean_interval",
+        "auto_create",
+        "default_partitions",
+        "txn_window",
+    )
+    app_kw = {k: kw.pop(k) for k in app_options if k in kw}
     app = create_app(url, token, max_body=max_body, **app_kw)
     server = build_server(app, host, port, tls_cert, tls_key, **kw)
 
@@ -143,11 +150,19 @@ def serve(
             loop.add_signal_handler(sig, on_signal)
         base = f"{'https' if tls_cert else 'http'}://{host}:{port}"
         log.info(
-            "HTTP on %s: /v1, /api, /publish, /subscribe (WebSocket); console %s/, docs %s/docs, metrics %s/metrics",
+            "HTTP on %s: /v1, /api, /publish, /subscribe (WebSocket, HTTP/2); console %s/, docs %s/docs, "
+            "metrics %s/metrics",
             base,
             base,
             base,
             base,
+        )
+        served: Log = app.state.ctx.log
+        log.info(
+            "topics: %s; reads never create one",
+            f"a write to a missing one creates it ({served.default_partitions} partition(s))"
+            if served.auto_create
+            else "created only explicitly (--no-auto-create)",
         )
         log.info("ready: stop with Ctrl-C (SIGINT) or SIGTERM")
         await server.serve()

@@ -1,17 +1,24 @@
-"""A WebSocket that pushes a queue group's records one at a time.
+"""miniqueue's subscribe: a queue group's records pushed one at a time.
 
     ws /subscribe/{topic}?group=G          (group defaults to the topic)
+    POST /subscribe/{topic}?group=G        (HTTP/2: the same, both ways in one request; duplex.py)
     client: INIT
     server: {"msg": "<base64 value>", "dackCount": 0, "partition": 0, "offset": 7, "deliveryCount": 1}
     client: ACK | NACK | BACK | DACK <seconds>
     server: the next message, when there is one
 
-ACK finishes the record; NACK makes it available again at the front, BACK
-behind the records waiting now, DACK after a delay (`dackCount` counts the
-DACKs this server saw for the record). While the client holds a message its
-lease is extended; a client that disconnects releases it to the front.
-Errors come as `{"error": "..."}`; a malformed command changes nothing and
-the message stays with the client.
+A command is the bare word or, as miniqueue's clients send it, a JSON string
+(`"INIT"`, `"DACK 5"`, quotes included). ACK finishes the record; NACK makes
+it available again at the front, BACK behind the records waiting now, DACK
+after a delay (`dackCount` counts the DACKs this server saw for the record).
+While the client holds a message its lease is extended; a client that
+disconnects releases it to the front. Errors come as `{"error": "..."}`; a
+malformed command changes nothing and the message stays with the client.
+
+The socket and the HTTP stream differ in one way, each as its clients
+expect: on the socket a command said while no message is out is answered
+with an error at once; the stream reads commands in order, one after each
+answer, as miniqueue does, so a client may send several ahead.
 
 All subscribers of one queue group share a `Pump`: one task that applies
 every waiting answer and leases a record for every waiting subscriber in one
@@ -24,7 +31,7 @@ import asyncio
 import base64
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from starlette.routing import WebSocketRoute
@@ -33,6 +40,7 @@ from starlette.websockets import WebSocket
 from ...config import check_name
 from ...errors import InvalidRequest, LeaseLost, TidelogError
 from ...queues import Delivery, Queue
+from .errors import status_for
 
 if TYPE_CHECKING:
     from .context import Context  # the context holds the pumps: a type here, no import
@@ -51,7 +59,7 @@ Settle = tuple[str, Delivery, float | None]
 class Pump:
     """Leases and settles for every WebSocket subscriber of one queue group."""
 
-    def __init__(self, ctx: Context, queue: Queue):
+    def __init__(self, ctx: Context, queue: Queue, dack_counts: DackCounts | None = None):
         self.ctx = ctx
         self.queue = queue
         self.users = 0
@@ -59,7 +67,7 @@ class Pump:
         self._waiting: deque[asyncio.Future] = deque()
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self.dack_counts: dict[tuple[int, int], int] = {}
+        self.dack_counts = DackCounts() if dack_counts is None else dack_counts
         self.on_idle: Any = lambda pump: None
         self.held: dict[int, Delivery] = {}  # subscriber id -> the message it holds
 
@@ -177,13 +185,35 @@ class Pump:
     def _count(self, command: str, d: Delivery, result: Any) -> None:
         if isinstance(result, BaseException):
             return
-        key = (d.partition, d.offset)
         if command == "DACK":
-            self.dack_counts[key] = self.dack_counts.pop(key, 0) + 1
-            if len(self.dack_counts) > MAX_DACK_COUNTS:
-                del self.dack_counts[next(iter(self.dack_counts))]
+            self.dack_counts.add(self.queue, d)
         elif command == "ACK":
-            self.dack_counts.pop(key, None)
+            self.dack_counts.forget(self.queue, d)
+
+    def dack_count(self, d: Delivery) -> int:
+        """The DACKs this server saw for the record, in this queue group."""
+        return self.dack_counts.get(self.queue, d)
+
+
+class DackCounts:
+    """How often each record was DACKed, kept by the server across pumps (a
+    subscriber that reconnects keeps its backoff) and bounded: the oldest
+    counts are dropped first."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str, int, int], int] = {}
+
+    def add(self, queue: Queue, d: Delivery) -> None:
+        key = (queue.topic, queue.group, d.partition, d.offset)
+        self._counts[key] = self._counts.pop(key, 0) + 1
+        if len(self._counts) > MAX_DACK_COUNTS:
+            del self._counts[next(iter(self._counts))]
+
+    def forget(self, queue: Queue, d: Delivery) -> None:
+        self._counts.pop((queue.topic, queue.group, d.partition, d.offset), None)
+
+    def get(self, queue: Queue, d: Delivery) -> int:
+        return self._counts.get((queue.topic, queue.group, d.partition, d.offset), 0)
 
 
 def _ignore(fut: asyncio.Future) -> None:
@@ -197,6 +227,7 @@ class Pumps:
     def __init__(self, ctx: Context):
         self.ctx = ctx
         self.running: dict[tuple[str, str], Pump] = {}
+        self.dack_counts = DackCounts()
 
     async def take(self, topic: str, group: str) -> Pump:
         key = (topic, group)
@@ -205,7 +236,7 @@ class Pumps:
             queue = await self.ctx.run(self.ctx.queue, topic, group)
             pump = self.running.get(key)  # another subscriber may have made it meanwhile
             if pump is None:
-                pump = self.running[key] = Pump(self.ctx, queue)
+                pump = self.running[key] = Pump(self.ctx, queue, self.dack_counts)
                 pump.on_idle = self._ended
                 pump.start()
         pump.users += 1
@@ -247,23 +278,92 @@ class Gone(Exception):
     """The client disconnected."""
 
 
-class Subscriber:
-    """One WebSocket: waits for INIT, then push, answer, push, ...
+def command_text(raw: str) -> str:
+    """A command as the bare word, also when sent as a JSON string (miniqueue's form)."""
+    text = raw.strip()
+    if text.startswith('"'):
+        try:
+            decoded = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return text  # answered as a malformed command
+        if isinstance(decoded, str):
+            return decoded.strip()
+    return text
 
-    One reader task reads the socket for the connection's whole life: answers
-    go to the inbox, a disconnect ends whatever the main loop waits for, and
-    anything said while no message is out is answered with an error at once.
+
+class Channel(Protocol):
+    """How a subscriber talks to its client: a WebSocket, or an HTTP/2 stream."""
+
+    # True: commands queue and are read one after each answer (the stream);
+    # False: a command while no message is out is refused at once (the socket).
+    pipelined: bool
+
+    async def receive(self) -> str | None:
+        """The next command's text; None once the client said it will say no
+        more (it still reads); raises Gone when it disconnected."""
+        ...
+
+    async def send(self, line: bytes) -> None:
+        """Send one JSON value; raises on a closed connection."""
+        ...
+
+    async def accepted(self) -> None:
+        """INIT passed its checks: the stream may start."""
+        ...
+
+    async def refuse(self, line: bytes, status: int) -> None:
+        """Answer a refused INIT and end the conversation."""
+        ...
+
+
+class SocketChannel:
+    """The WebSocket: one text frame a command, one a message."""
+
+    pipelined = False
+
+    def __init__(self, ws: WebSocket):
+        self.ws = ws
+
+    async def receive(self) -> str | None:
+        frame = await self.ws.receive()
+        if frame["type"] == "websocket.disconnect":
+            raise Gone
+        text = frame.get("text")
+        if text is None:
+            text = (frame.get("bytes") or b"").decode("utf-8", errors="replace")
+        return str(text)
+
+    async def send(self, line: bytes) -> None:
+        await self.ws.send_text(line.decode())
+
+    async def accepted(self) -> None:
+        pass
+
+    async def refuse(self, line: bytes, status: int) -> None:
+        await self.send(line)
+        await self.ws.close(1008)
+
+
+class Subscriber:
+    """One client: waits for INIT, then push, answer, push, ...
+
+    One reader task reads the channel for the connection's whole life:
+    answers go to the inbox and a disconnect ends whatever the main loop
+    waits for. On the socket, anything said while no message is out is
+    answered with an error at once; on a pipelined stream it waits its turn.
     Each step of the main loop awaits one future, so a message costs no new
     task.
     """
 
-    def __init__(self, ws: WebSocket, ctx: Context):
-        self.ws = ws
+    def __init__(self, channel: Channel, ctx: Context):
+        self.channel = channel
         self.ctx = ctx
         self.inbox: deque[str] = deque()
         self.gone = False
+        self.said_all = False  # the client will send no more commands (a stream's body ended)
         self.waiting = False  # True while no message is out (after INIT)
         self._waiter: asyncio.Future | None = None
+        self._wants_command = False  # the main loop waits for a command, not a delivery
 
     def _wake(self, exc: BaseException | None = None) -> None:
         w = self._waiter
@@ -276,19 +376,21 @@ class Subscriber:
     async def _read(self) -> None:
         try:
             while True:
-                frame = await self.ws.receive()
-                if frame["type"] == "websocket.disconnect":
-                    return
-                text = frame.get("text")
-                if text is None:
-                    text = (frame.get("bytes") or b"").decode("utf-8", errors="replace")
-                text = text.strip()
-                if self.waiting:
+                raw = await self.channel.receive()
+                if raw is None:
+                    # The client said all it will: once its commands are
+                    # answered, the next one it owes ends the conversation.
+                    self.said_all = True
+                    if self._wants_command:
+                        self._wake(Gone())
+                    continue
+                text = command_text(raw)
+                if self.waiting and not self.channel.pipelined:
                     await self.error(f"no message is out yet: {text[:40]!r} changes nothing")
                 else:
                     self.inbox.append(text)
                     self._wake()
-        except Exception:  # the socket broke: the same as a disconnect
+        except Exception:  # a disconnect, or the connection broke: the same
             pass
         finally:
             self.gone = True
@@ -297,15 +399,17 @@ class Subscriber:
     async def command(self, timeout: float | None = None) -> str | None:
         """The client's next command; None when `timeout` passed first."""
         if not self.inbox:
-            if self.gone:
+            if self.gone or self.said_all:
                 raise Gone
             loop = asyncio.get_running_loop()
             self._waiter = waiter = loop.create_future()
+            self._wants_command = True
             timer = loop.call_later(timeout, self._wake) if timeout is not None else None
             try:
                 await waiter
             finally:
                 self._waiter = None
+                self._wants_command = False
                 if timer is not None:
                     timer.cancel()
             if not self.inbox:
@@ -314,7 +418,7 @@ class Subscriber:
 
     async def send(self, payload: dict[str, Any]) -> None:
         try:
-            await self.ws.send_text(orjson.dumps(payload).decode())
+            await self.channel.send(orjson.dumps(payload))
         except Exception:  # the client went away mid-send
             self.gone = True
             raise Gone from None
@@ -334,9 +438,9 @@ class Subscriber:
                 group = check_name("group", group or topic)
                 pump = await self.ctx.pumps.take(topic, group)
             except TidelogError as e:
-                await self.error(str(e))
-                await self.ws.close(1008)
+                await self.channel.refuse(orjson.dumps({"error": str(e)}), status_for(e))
                 return
+            await self.channel.accepted()
             try:
                 await self._serve(pump)
             finally:
@@ -354,7 +458,7 @@ class Subscriber:
             await self.send(
                 {
                     "msg": base64.b64encode(d.value).decode("ascii"),
-                    "dackCount": pump.dack_counts.get((d.partition, d.offset), 0),
+                    "dackCount": pump.dack_count(d),
                     "partition": d.partition,
                     "offset": d.offset,
                     "deliveryCount": d.delivery_count,
@@ -371,7 +475,7 @@ class Subscriber:
                 result = await answer
                 if isinstance(result, BaseException):
                     await self.error(str(result))
-            while self.inbox:  # said after its answer, before this: a second answer to nothing
+            while self.inbox and not self.channel.pipelined:  # said after its answer: an answer to nothing
                 text = self.inbox.popleft()
                 await self.error(f"no message is out yet: {text[:40]!r} changes nothing")
             if self.gone:
@@ -438,7 +542,7 @@ async def subscribe(ws: WebSocket) -> None:
     ctx: Context = ws.app.state.ctx
     await ws.accept()
     try:
-        await Subscriber(ws, ctx).run(ws.path_params["topic"], ws.query_params.get("group"))
+        await Subscriber(SocketChannel(ws), ctx).run(ws.path_params["topic"], ws.query_params.get("group"))
     except (Gone, ConnectionAbortedError):
         pass
 

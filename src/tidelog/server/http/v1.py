@@ -19,11 +19,21 @@ from ...log import MAX_BATCH, Message
 from ...records import BatchSent
 from ...store.base import TopicInfo
 from ...wire import record_in
-from .bodies import field, int_field, json_object, no_unknown, path_int, query_int, query_str, query_wait
+from .bodies import (
+    field,
+    int_field,
+    json_object,
+    no_unknown,
+    path_int,
+    query_int,
+    query_limit,
+    query_str,
+    query_wait,
+)
 from .members import member_commit
 from .responses import ctx_of, json_response, messages_out
 
-MAX_READ = 10_000
+MAX_READ = 10_000  # records a read answers at most; a larger limit is held to it
 DEFAULT_READ = 100
 
 
@@ -239,7 +249,7 @@ async def read_partition(request: Request) -> Response:
     topic = _topic(request)
     partition = path_int(request, "partition")
     after = query_int(request, "after", 0, 0)
-    limit = query_int(request, "limit", DEFAULT_READ, 1, MAX_READ)
+    limit = query_limit(request, "limit", DEFAULT_READ, MAX_READ)
     wait = query_wait(request, ctx.settings.max_wait)
     msgs = await ctx.long_poll(
         [(topic, partition)], wait, lambda: ctx.log.read(topic, partition, after, limit)
@@ -352,7 +362,7 @@ async def fetch(request: Request) -> Response:
     ctx = ctx_of(request)
     group, topic = _group(request), _topic(request)
     only = query_int(request, "partition", -1, 0)
-    limit = query_int(request, "max", DEFAULT_READ, 1, MAX_READ)
+    limit = query_limit(request, "max", DEFAULT_READ, MAX_READ)
     exclude = query_str(request, "exclude_producer", required=False)
     if exclude is not None:
         check_name("producer", exclude)

@@ -17,12 +17,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--token", default=None, help="require AUTH with this token")
+    parser.add_argument(
+        "--no-auto-create",
+        dest="auto_create",
+        action="store_false",
+        help="XADD to a missing stream is an error instead of creating it",
+    )
     args = parser.parse_args(argv)
 
     import tidelog
 
     async def serve() -> None:
-        log = tidelog.open(args.db)
+        log = tidelog.open(args.db, auto_create=args.auto_create)
         try:
             server = await start_resp_server(log, args.host, args.port, args.token)
         except OSError as e:

@@ -45,6 +45,7 @@ READ_BYTES = 1 << 16
 MAX_FRAME = 64 << 20  # a request larger than this closes the connection
 MAX_INLINE = 64 << 10
 SUBSCRIBE_VISIBILITY_S = 30.0  # the lease on a pushed message, extended while the client holds it
+CLOSE_TIMEOUT_S = 5.0  # how long stopping waits for a client handler to end
 DEFERRED = frozenset((b"xadd", b"publish"))
 SETTLE = frozenset((b"ACK", b"NACK", b"BACK", b"DACK"))
 
@@ -142,6 +143,7 @@ class RespServer:
         self.token = token or None
         self.executor = ThreadPoolExecutor(8, thread_name_prefix="tidelog-resp")
         self.connections: set[Connection] = set()
+        self.handlers: set[asyncio.Task[Any]] = set()  # one a connection, awaited when we stop
         self.ids = itertools.count(1)
         self.blocked = 0
         self.started = time.monotonic()
@@ -161,13 +163,26 @@ class RespServer:
         _states[id(server)] = self
         return server
 
-    def close(self) -> None:
-        """Stop listening for appends and end the writer (after server.close())."""
+    async def aclose(self) -> None:
+        """Hang up on every client and wait for its handler to end, then stop
+        listening for appends and end the writer (after server.close()).
+
+        The handlers are awaited, not left pending: one that holds a
+        subscriber's message releases it through the pool (which must still
+        run), and a handler destroyed pending with the loop would leave its
+        socket to be closed by the garbage collector, at interpreter exit.
+        """
+        for conn in list(self.connections):
+            conn.transport_writer.close()
+        if self.handlers:
+            _, late = await asyncio.wait(set(self.handlers), timeout=CLOSE_TIMEOUT_S)
+            for task in late:  # stuck in a store call: give up on it
+                task.cancel()
+            if late:
+                await asyncio.wait(late, timeout=CLOSE_TIMEOUT_S)
         if self._own_hub:
             self.hub.stop()
         self.writer.close()
-        for conn in list(self.connections):
-            conn.transport_writer.close()
         self.executor.shutdown(wait=False)
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -177,6 +192,10 @@ class RespServer:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Connection(self, reader, writer)
         self.connections.add(conn)
+        task = asyncio.current_task()
+        if task is not None:
+            self.handlers.add(task)
+            task.add_done_callback(self.handlers.discard)
         try:
             await conn.serve()
         except (ConnectionClosed, ConnectionError):
@@ -512,7 +531,7 @@ async def stop_resp_server(server: asyncio.AbstractServer) -> None:
     server.close()
     state = _states.pop(id(server), None)
     if state is not None:
-        state.close()
+        await state.aclose()
     await server.wait_closed()
 
 

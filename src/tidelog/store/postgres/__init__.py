@@ -8,7 +8,8 @@ psycopg 3 with its connection pool. One module a role, each a subclass of
 from __future__ import annotations
 
 from ..base import Cleanable, NamedConsumers, Reclaimable, Store, Watchable
-from .base import PostgresBase
+from ..failures import translate_errors
+from .base import DRIVER_ERROR, PostgresBase, store_failure
 from .consumers import PostgresConsumers
 from .groups import PostgresGroups
 from .log import PostgresLog
@@ -16,6 +17,7 @@ from .queues import PostgresQueues
 from .retention import PostgresRetention
 
 
+@translate_errors(DRIVER_ERROR, store_failure)
 class PostgresStore(
     PostgresLog,
     PostgresQueues,

@@ -38,6 +38,7 @@ from ...errors import (
     ConfigurationError,
     OffsetOutOfRange,
     StoreError,
+    StoreFull,
     UnknownTopic,
 )
 from .. import schema
@@ -190,6 +191,22 @@ def _size(blob: bytes | None, text: str | None, meta: bytes | None) -> int:
     return n
 
 
+DRIVER_ERROR = psycopg.Error  # what the store turns into tidelog errors (failures.py)
+DISK_FULL = "53100"  # SQLSTATE disk_full: the server could not extend a file
+
+
+def store_failure(e: psycopg.Error, doing: str = "") -> StoreError:
+    """psycopg's error as the tidelog error a user sees (raise it `from e`)."""
+    where = f"{doing}: " if doing else ""
+    text = " ".join(str(e).split())
+    if getattr(e, "sqlstate", None) == DISK_FULL:
+        return StoreFull(
+            f"{where}the PostgreSQL server is out of disk space ({text}); nothing of this write was kept "
+            "and reads still work: free space on the server, or let retention remove records, then write again"
+        )
+    return StoreError(f"{where}PostgreSQL failed: {text}")
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -316,11 +333,11 @@ class PostgresBase(PartitionIds):
         try:
             conn = self._pool.getconn()
         except psycopg.Error as e:
-            raise StoreError(f"no PostgreSQL connection: {e}") from None
+            raise store_failure(e, "no PostgreSQL connection") from e
         try:
             yield conn
         except psycopg.Error as e:
-            raise StoreError(f"PostgreSQL: {e}") from None
+            raise store_failure(e) from e
         finally:
             self._pool.putconn(conn)
 

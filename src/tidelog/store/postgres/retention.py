@@ -21,7 +21,7 @@ from ...errors import UnknownTopic
 from .. import statements
 from ..base import ScanRow, Usage
 from ..dialect import POSTGRES
-from .base import _SIZE, PostgresBase, one
+from .base import _SIZE, PostgresBase, _now_ms, one
 
 if TYPE_CHECKING:
     pass
@@ -138,6 +138,16 @@ class PostgresRetention(PostgresBase):
         # The partition's last_offset is a counter of its own: appends go on
         # after the highest offset ever given even when the newest went here.
         return int(row[0])
+
+    def prune_txns(self, older_than: int, limit: int) -> int:
+        before = _now_ms() - older_than
+        with self._conn() as conn:
+            cur = conn.execute(
+                "DELETE FROM tidelog_txns WHERE id IN "
+                "(SELECT id FROM tidelog_txns WHERE created < %s LIMIT %s FOR UPDATE SKIP LOCKED)",
+                (before, limit),
+            )
+            return int(cur.rowcount)
 
     def record_clean(self, topic: str, report: dict[str, Any]) -> None:
         with self._conn() as conn:

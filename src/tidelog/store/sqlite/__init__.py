@@ -8,8 +8,11 @@ transactions, the partition-id cache); `SQLiteStore` composes them.
 
 from __future__ import annotations
 
+import sqlite3
+
 from ..base import Cleanable, NamedConsumers, Reclaimable, Store, Watchable
-from .base import SQLiteBase, path_from_url
+from ..failures import translate_errors
+from .base import SQLiteBase, path_from_url, store_failure
 from .consumers import SQLiteConsumers
 from .groups import SQLiteGroups
 from .log import SQLiteLog
@@ -17,6 +20,7 @@ from .queues import SQLiteQueues
 from .retention import SQLiteRetention
 
 
+@translate_errors(sqlite3.Error, store_failure)
 class SQLiteStore(
     SQLiteLog,
     SQLiteQueues,

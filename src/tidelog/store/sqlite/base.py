@@ -23,6 +23,7 @@ from ...errors import (
     ConfigurationError,
     OffsetOutOfRange,
     StoreError,
+    StoreFull,
     UnknownTopic,
 )
 from .. import schema
@@ -44,6 +45,21 @@ _LAST_ID = "max(coalesce((SELECT max(id) FROM records WHERE id BETWEEN ?1 AND ?1
 # the last offset, so concurrent appenders never collide. No row is inserted
 # when the partition is gone (its topic was deleted).
 _APPEND_ONE = f"INSERT INTO records(id, ts, value, meta) SELECT {_LAST_ID} + 1, ?3, ?4, ?5 FROM partitions p WHERE p.id = ?2"
+
+
+SQLITE_FULL = 13  # "database or disk is full": the disk, or PRAGMA max_page_count
+
+
+def store_failure(e: sqlite3.Error, doing: str = "") -> StoreError:
+    """sqlite3's error as the tidelog error a user sees (raise it `from e`)."""
+    code = getattr(e, "sqlite_errorcode", None)
+    where = f"{doing}: " if doing else ""
+    if (code is not None and code & 0xFF == SQLITE_FULL) or "is full" in str(e):
+        return StoreFull(
+            f"{where}the SQLite database is full ({e}); nothing of this write was kept and reads still "
+            "work: free disk space, or let retention remove records, then write again"
+        )
+    return StoreError(f"{where}SQLite failed: {e}")
 
 
 def _now_ms() -> int:
@@ -178,10 +194,13 @@ class SQLiteBase(PartitionIds):
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
+                db.execute("COMMIT")  # may fail too: a full disk shows here first
             except BaseException:
-                db.execute("ROLLBACK")
+                # SQLite may have rolled back already (on a full disk it does);
+                # a second ROLLBACK would hide the error that matters.
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 raise
-            db.execute("COMMIT")
 
     def _migrate(self) -> None:
         with self._write() as db:

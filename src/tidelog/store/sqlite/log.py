@@ -17,16 +17,18 @@ from ...errors import (
     UnknownTopic,
 )
 from .. import statements
-from ..base import AppendBatch, GroupOffset, PartitionInfo, Replayed, Row, TopicInfo
+from ..base import AppendBatch, GroupOffset, PartitionInfo, PartitionOffsets, Replayed, Row, TopicInfo
 from ..dialect import SQLITE
 from .base import (
     _APPEND_ONE,
+    _LAST_ID,
     OFFSET_BITS,
     OFFSET_SPAN,
     WATCH_TICK_S,
     SQLiteBase,
     _now_ms,
     _PartitionGone,
+    store_failure,
 )
 
 
@@ -168,6 +170,22 @@ class SQLiteLog(SQLiteBase):
                     out.append(PartitionInfo(partition, base_offset + 1, base_offset, 0, 0))
         return out
 
+    def offsets(self, topic: str) -> list[PartitionOffsets]:
+        # Two index seeks a partition (the records' key is the offset), no count.
+        self._pid(topic, 0, refresh=True)
+        _, pids = self._pids[topic]
+        out = []
+        with self._read() as conn:
+            for partition, pid in enumerate(pids):
+                lo = pid << OFFSET_BITS
+                first, last = conn.execute(
+                    f"SELECT (SELECT min(id) FROM records WHERE id BETWEEN ?1 + 1 AND ?1 + {OFFSET_SPAN - 1}) - ?1, "
+                    f"{_LAST_ID} - ?1 FROM partitions p WHERE p.id = ?2",
+                    (lo, pid),
+                ).fetchone()
+                out.append(PartitionOffsets(partition, last + 1 if first is None else first, last))
+        return out
+
     def append_one(
         self, topic: str, partition: int, timestamp: int, value: bytes | str, meta: bytes | None = None
     ) -> int:
@@ -186,7 +204,7 @@ class SQLiteLog(SQLiteBase):
                 except UnicodeEncodeError:
                     raise InvalidValue("value is not valid Unicode (it holds a lone surrogate)") from None
                 except sqlite3.Error as e:
-                    raise StoreError(f"append to {topic!r}/{partition} failed: {e}") from None
+                    raise store_failure(e, f"append to {topic!r}/{partition}") from e
                 if cur.rowcount == 1:
                     return int(cur.lastrowid or 0) - lo
             # The partition row is gone: the topic was deleted (and maybe
@@ -223,7 +241,7 @@ class SQLiteLog(SQLiteBase):
             except UnicodeEncodeError:
                 raise InvalidValue("a value is not valid Unicode (it holds a lone surrogate)") from None
             except sqlite3.Error as e:
-                raise StoreError(f"append failed: {e}") from None
+                raise store_failure(e, "append") from e
         raise UnknownTopic(f"topic {gone.topic!r} does not exist")
 
     def read(self, topic: str, partition: int, after: int, limit: int) -> list[Row]:

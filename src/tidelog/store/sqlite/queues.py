@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import LeaseLost, UnknownTopic
+from ...errors import LeaseLost, UnknownGroup, UnknownTopic
 from ..base import AppendBatch, Leased, QueueStats
 from .base import SQLiteBase
 
@@ -42,6 +42,9 @@ SELECT ?1, ?2, r.id - ?3, ?5, 1, ?6 FROM (
 WHERE r.meta IS NULL AND NOT EXISTS (SELECT 1 FROM queue_state WHERE grp = ?1 AND pid = ?2 AND due <= ?7)
 RETURNING offset
 """
+
+
+_GROUP_EXISTS = "SELECT 1 FROM queue_groups WHERE grp = ? AND topic_id = ?"
 
 
 class SQLiteQueues(SQLiteBase):
@@ -93,7 +96,10 @@ class SQLiteQueues(SQLiteBase):
         due_of: Callable[[int, bytes | None], int],
         new_receipt: Callable[[], str],
     ) -> tuple[list[Leased], int | None]:
-        _, pids = self._all_pids(topic) if topic not in self._pids else self._pids[topic]
+        topic_id, pids = self._all_pids(topic) if topic not in self._pids else self._pids[topic]
+        with self._read() as conn:  # a handle may outlive its group (XGROUP DESTROY): never lease for it
+            if not conn.execute(_GROUP_EXISTS, (group, topic_id)).fetchone():
+                raise UnknownGroup(f"queue group {group!r} does not exist on topic {topic!r}")
         deadline = now + lease_ms
         if limit == 1 and len(pids) == 1:
             lease = self._receive_next(group, pids[0], now, deadline, new_receipt())

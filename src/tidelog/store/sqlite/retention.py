@@ -13,7 +13,7 @@ from typing import Any
 from .. import statements
 from ..base import ScanRow, Usage
 from ..dialect import SQLITE
-from .base import OFFSET_BITS, OFFSET_SPAN, SQLiteBase
+from .base import OFFSET_BITS, OFFSET_SPAN, SQLiteBase, _now_ms
 
 
 class SQLiteRetention(SQLiteBase):
@@ -128,6 +128,18 @@ class SQLiteRetention(SQLiteBase):
         """
         if not self.memory:
             self._reader().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    def prune_txns(self, older_than: int, limit: int) -> int:
+        # No index on `created`: one pass over the ids a cleaning (an index
+        # needs a schema version; worth one once the ids are many).
+        before = _now_ms() - older_than
+        with self._write() as db:
+            return int(
+                db.execute(
+                    "DELETE FROM txns WHERE id IN (SELECT id FROM txns WHERE created < ? LIMIT ?)",
+                    (before, limit),
+                ).rowcount
+            )
 
     def record_clean(self, topic: str, report: dict[str, Any]) -> None:
         with self._write() as db:
