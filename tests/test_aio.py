@@ -159,6 +159,8 @@ NO_IO = {
     "stop",
     "retry_delay",
 }
+# A sync generator's twin is an async one: called plainly, walked with `async for`.
+ITERATORS = {"iter"}
 
 
 @pytest.mark.anyio
@@ -180,7 +182,10 @@ async def test_every_public_operation_of_the_sync_api_has_an_async_twin(tmp_path
                 if name.startswith("_"):
                     continue
                 method = getattr(twin, name)  # spelled out, or offered by Twin for a newer core method
-                assert inspect.iscoroutinefunction(method) == (name not in NO_IO), (core.__name__, name)
+                awaited = name not in NO_IO and name not in ITERATORS
+                assert inspect.iscoroutinefunction(method) == awaited, (core.__name__, name)
+                if name in ITERATORS:
+                    assert inspect.isgeneratorfunction(member), (core.__name__, name)
                 if name not in NO_IO and name in vars(type(twin)):  # spelled out: same arguments
                     ours = list(inspect.signature(method).parameters)
                     theirs = list(inspect.signature(member).parameters)[1:]

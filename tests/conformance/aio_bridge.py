@@ -13,6 +13,7 @@ test uses threads, all landing on the one loop.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from collections.abc import Coroutine
 from typing import Any
@@ -66,6 +67,13 @@ async def _invoke(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
     return result
 
 
+async def _first(agen: Any) -> list[Any]:
+    try:
+        return [await agen.__anext__()]
+    except StopAsyncIteration:
+        return []
+
+
 class Blocking:
     """A blocking view of a tidelog.aio object (see the module docstring)."""
 
@@ -86,12 +94,28 @@ class Blocking:
             return value
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            return self._wrap(self._loop.run(_invoke(value, args, kwargs)))
+            result = self._loop.run(_invoke(value, args, kwargs))
+            if inspect.isasyncgen(result):
+                # The sync generator checks the topic when called; the async
+                # one at its first step: take that step now, so both raise alike.
+                first = self._loop.run(_first(result))
+                return self._pull(result, first)
+            return self._wrap(result)
 
         return call
 
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(self._target, name, value)
+
+    def _pull(self, agen: Any, first: list[Any]) -> Any:
+        # An async generator (AsyncLog.iter) as the sync generator it twins:
+        # each next() awaits one item on the bridge's loop.
+        yield from first
+        while first:
+            try:
+                yield self._loop.run(agen.__anext__())
+            except StopAsyncIteration:
+                return
 
     def _wrap(self, result: Any) -> Any:
         return Blocking(result, self._loop) if isinstance(result, _WRAPPED) else result

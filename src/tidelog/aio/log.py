@@ -9,15 +9,15 @@ whose sync constructor does I/O makes it on first use.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, overload
 
 from ..config import check_int, check_name
-from ..log import DEFAULT_BATCH, GroupLag, Log
+from ..log import DEFAULT_BATCH, READ_CHUNK, GroupLag, Log
 from ..notify import Listener
 from ..records import BatchSent, Message, Prepared
 from ..retention import CleanReport
-from ..store.base import GroupOffset, Store, TopicInfo
+from ..store.base import GroupOffset, PartitionOffsets, Store, TopicInfo
 from ..topics import TopicDescription
 from .consumer import AsyncConsumer
 from .group import AsyncGroup, AsyncGroupConsumer
@@ -112,9 +112,12 @@ class AsyncLog(Twin):
         """Change a topic's settings (retention, compaction, limits)."""
         return await self._runtime.call(self.sync.alter_topic, name, **config)
 
-    async def clean(self, topic: str | None = None, *, chunk: int = 2000) -> list[CleanReport]:
-        """Apply retention and compaction now (every topic, or one)."""
-        return await self._runtime.call(self.sync.clean, topic, chunk=chunk)
+    async def clean(
+        self, topic: str | None = None, *, chunk: int = 2000, txn_window: int | str | None = "7d"
+    ) -> list[CleanReport]:
+        """Apply retention and compaction now (every topic, or one); cleaning
+        every topic also forgets idempotent-write ids older than `txn_window`."""
+        return await self._runtime.call(self.sync.clean, topic, chunk=chunk, txn_window=txn_window)
 
     async def last_clean(self, topic: str) -> dict[str, Any] | None:
         """The figures of the topic's last cleaning, if any."""
@@ -159,6 +162,31 @@ class AsyncLog(Twin):
     ) -> list[Message]:
         """Records after an offset, without a group (an event-log cursor)."""
         return await self._runtime.call(self.sync.read, topic, partition, after, limit)
+
+    def iter(
+        self, topic: str, partition: int, after: int = 0, *, chunk: int = READ_CHUNK
+    ) -> AsyncIterator[Message]:
+        """Every record of a partition after `after`, read `chunk` records at a
+        time on the log's threads: `async for msg in log.iter(...)`. Bad
+        arguments raise here; an unknown topic or partition at the first step."""
+        check_name("topic", topic)
+        check_int("partition", partition, 0)
+        check_int("after", after, 0)
+        check_int("chunk", chunk, 1, READ_CHUNK)
+        return self._iter(topic, partition, after, chunk)
+
+    async def _iter(self, topic: str, partition: int, after: int, chunk: int) -> AsyncIterator[Message]:
+        while True:
+            batch = await self._runtime.call(self.sync.read, topic, partition, after, chunk)
+            for message in batch:
+                yield message
+            if len(batch) < chunk:
+                return
+            after = batch[-1].offset
+
+    async def offsets(self, name: str) -> list[PartitionOffsets]:
+        """Each partition's first and last offset, without counting records."""
+        return await self._runtime.call(self.sync.offsets, name)
 
     @overload
     def consumer(self, group: str, topics: None = None, **options: Any) -> AsyncConsumer: ...
