@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -25,6 +26,8 @@ import pytest
 
 import tidelog
 import tidelog.spark
+import tidelog.worker
+from endpoint import Endpoint, check_deliveries  # tests/endpoint.py
 from pgschema import postgres_schema  # tests/pgschema.py
 from tidelog.server.http.thread import free_port
 from worker_process import kill_all
@@ -115,6 +118,12 @@ def out_ids(url: str) -> Counter:
         return Counter(
             m.data for p in range(log.topic("out").partitions) for m in log.read("out", p, limit=100_000)
         )
+
+
+def committed(url: str, expected: dict[int, int]) -> dict[int, int]:
+    with tidelog.open(url) as log:
+        consumer = log.consumer("g")
+        return {p: consumer.committed("orders", p) for p in expected}
 
 
 def out_count(url: str) -> int:
@@ -269,3 +278,66 @@ def test_urls_the_executors_cannot_open_are_refused_when_the_query_is_planned(cl
             .awaitTermination(TIMEOUT_S)
         )
     assert not os.path.exists(relative)  # nothing was created
+
+
+def test_the_push_worker_on_the_cluster_delivers_everything_through_an_executor_kill(
+    cluster, cluster_spark, tmp_path
+):
+    """The worker's Spark engine on the cluster posts from the executors; one
+    executor is SIGKILLed while its POSTs are in flight. Spark runs the lost
+    task again on an executor that lives, which resumes after the group's
+    committed offset: every record reaches the endpoint, and each commit
+    follows a 2xx."""
+    expected = {0: 60, 1: 60, 2: 60}
+    with postgres_schema() as url:
+        with tidelog.open(url) as log:
+            log.create_topic("orders", partitions=len(expected))
+            producer = log.producer()
+            for p, n in expected.items():
+                producer.send_batch("orders", [{"p": p, "i": i} for i in range(1, n + 1)], partition=p)
+        cfg = {
+            "engine": "spark",
+            "work_dir": str(tmp_path / "work"),
+            "topics": {
+                "orders": {
+                    "groups": {"g": {"endpoint": "", "batch_size": 10, "interval": "200ms", "timeout": "10s"}}
+                }
+            },
+        }
+        with Endpoint(
+            script=lambda number, body, received: "slow", slow_s=0.5, db=url, group="g"
+        ) as endpoint:
+            cfg["topics"]["orders"]["groups"]["g"]["endpoint"] = endpoint.url
+            stop = threading.Event()
+            errors: list[BaseException] = []
+
+            def main() -> None:
+                try:
+                    tidelog.worker.run(url, cfg, stop=stop, spark=cluster_spark)
+                except BaseException as e:
+                    errors.append(e)
+
+            thread = threading.Thread(target=main)
+            thread.start()
+            try:
+                endpoint.wait_for(lambda rs: len(rs) >= 3 or errors, TIMEOUT_S)
+                cluster.kill_executor(cluster_spark.sparkContext.applicationId)
+                received = endpoint.wait_for(
+                    lambda rs: (
+                        len({(r.partition, o) for r in rs if r.accepted for o in r.offsets})
+                        == sum(expected.values())
+                        or errors
+                    ),
+                    TIMEOUT_S,
+                )
+                # The last POST's commit lands just after its answer.
+                deadline = time.monotonic() + 60
+                while committed(url, expected) != expected and time.monotonic() < deadline:
+                    time.sleep(0.1)
+            finally:
+                stop.set()
+                thread.join(120)
+            assert not thread.is_alive() and not errors, errors
+        committed_at_end = committed(url, expected)
+    check_deliveries(received, expected)
+    assert committed_at_end == expected
