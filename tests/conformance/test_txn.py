@@ -73,3 +73,45 @@ def test_bad_txn_ids_are_refused(log, txn):
     with pytest.raises(tidelog.InvalidRequest, match="txn id"):
         log.write([producer.prepare("t", [b"1"])], txn=txn)
     assert snapshot(log) == before
+
+
+def test_write_stream_appends_batches_as_they_come_in_one_idempotent_transaction(log):
+    log.create_topic("s", partitions=2)
+    producer = log.producer()
+    drawn = []
+
+    def batches():
+        for i in range(4):
+            drawn.append(i)
+            yield producer.prepare("s", [f"{i}a".encode(), f"{i}b".encode()], partition=i % 2)
+
+    sent = log.write_stream(batches(), txn="spark:q:3:0")
+    assert [(s.partition, s.first_offset, s.count) for s in sent] == [
+        (0, 1, 2),
+        (1, 1, 2),
+        (0, 3, 2),
+        (1, 3, 2),
+    ]
+    assert [m.value for m in log.read("s", 0)] == [b"0a", b"0b", b"2a", b"2b"]
+    before = snapshot(log)
+    drawn.clear()
+    # The replay answers as the first write did, and writes nothing.
+    assert log.write_stream(batches(), txn="spark:q:3:0") == sent
+    assert snapshot(log) == before
+    assert len(drawn) <= 4
+
+
+def test_write_stream_failing_mid_way_writes_nothing_and_records_no_txn(log):
+    log.create_topic("s", partitions=1)
+    producer = log.producer()
+    before = snapshot(log)
+
+    def batches():
+        yield producer.prepare("s", [b"1"])
+        raise tidelog.InvalidValue("the second batch is bad")
+
+    with pytest.raises(tidelog.InvalidValue, match="second batch"):
+        log.write_stream(batches(), txn="spark:q:4:0")
+    assert snapshot(log) == before
+    sent = log.write_stream(iter([producer.prepare("s", [b"2"])]), txn="spark:q:4:0")
+    assert [(s.first_offset, s.count) for s in sent] == [(1, 1)]
