@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, overload
 
 from .config import MAX_PARTITIONS, TopicConfig, check_int, check_name, check_txn
@@ -50,7 +50,6 @@ from .store.base import (
     Replayed,
     Row,
     Store,
-    StreamingAppend,
     TopicInfo,
 )
 from .topics import TopicCatalog, TopicDescription, check_topic_name
@@ -214,37 +213,6 @@ class Log:
         sent = [
             BatchSent(b.topic, b.partition, f, len(b.values), ts) for b, f, ts in zip(batches, firsts, stamps)
         ]
-        for s in sent:
-            self.notifier.notify(s.topic, s.partition, s.last_offset)
-        return sent
-
-    def write_stream(self, batches: Iterable[Prepared], txn: str) -> list[BatchSent]:
-        """`write(list(batches), txn=txn)` for batches that arrive one by one.
-
-        On a store that can (`StreamingAppend`: SQLite) each batch is
-        appended as it arrives, inside the one transaction, so making the
-        next batch overlaps writing this one: a Spark task receives rows
-        while it writes. Elsewhere the batches are gathered and written as
-        `write` does. A replayed `txn` draws no batch. Make every batch with
-        `Producer.prepare` on topics that exist (nothing may create a topic
-        while the transaction is open).
-        """
-        check_txn(txn)
-        if not isinstance(self.store, StreamingAppend):
-            return self.write(list(batches), txn=txn)
-        now = self.clock()
-        seen: list[tuple[str, int, int, int]] = []  # topic, partition, count, timestamp
-
-        def appends() -> Iterator[AppendBatch]:
-            for b in batches:
-                ts = now if b.timestamp is None else b.timestamp
-                seen.append((b.topic, b.partition, len(b.values), ts))
-                yield AppendBatch(b.topic, b.partition, ts, b.values, b.metas)
-
-        firsts = self.store.append_stream(appends(), txn)
-        if isinstance(firsts, Replayed):
-            return [BatchSent(t, p, f, n, firsts.timestamp) for t, p, f, n in firsts.batches]
-        sent = [BatchSent(t, p, f, n, ts) for (t, p, n, ts), f in zip(seen, firsts)]
         for s in sent:
             self.notifier.notify(s.topic, s.partition, s.last_offset)
         return sent

@@ -22,7 +22,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import chain
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -149,44 +148,23 @@ class StreamWriter(DataSourceStreamArrowWriter):
 def write_task(
     options: SinkOptions, batches: Iterator[pa.RecordBatch], txn: str, cluster: bool = False
 ) -> Written:
-    """Encode a task's rows and append them in one idempotent write.
-
-    Rows for the option topic stream into the write as Spark hands them
-    over (`Log.write_stream`): on SQLite the transaction is open while the
-    JVM makes the next Arrow batch, where gathering first left the store
-    idle until the last row arrived and then left the JVM idle while it
-    wrote. Rows that name their own topics are gathered first, as one of
-    them may have to be created, which cannot happen inside the open
-    transaction.
-    """
+    """Encode a task's rows and append them in one idempotent write."""
     log = urls.open_log(options.url, cluster)
     try:
         producer = log.producer()
-        rows = (batch for batch in batches if batch.num_rows)
-        first = next(rows, None)
-        if first is None:
+        prepared: list[Prepared] = []
+        for batch in batches:
+            if batch.num_rows:
+                prepared.extend(_prepare(log, producer, options, batch))
+        if not prepared:
             return Written(txn, 0)
-        counts: dict[str, int] = {}
-        if "topic" in first.schema.names:
-            prepared = [p for b in chain([first], rows) for p in _prepare(log, producer, options, b, counts)]
-            sent = log.write(prepared, txn=txn)
-        else:
-            assert options.topic is not None  # check_schema made sure
-            counts[options.topic] = _partition_count(log, options.topic)  # exists before the write opens
-            stream = (p for b in chain([first], rows) for p in _prepare(log, producer, options, b, counts))
-            sent = log.write_stream(stream, txn)
-            for _ in rows:
-                pass  # a replayed txn drew no batch; Spark still hands the task's rows over
+        sent = log.write(prepared, txn=txn)
         return Written(txn, sum(s.count for s in sent))
     finally:
         log.close()
 
 
-def _prepare(
-    log: Log, producer: Producer, options: SinkOptions, batch: pa.RecordBatch, counts: dict[str, int]
-) -> list[Prepared]:
-    """A batch's rows as prepared batches, one per (topic, partition);
-    `counts` caches partition counts across the task's batches."""
+def _prepare(log: Log, producer: Producer, options: SinkOptions, batch: pa.RecordBatch) -> list[Prepared]:
     names = batch.schema.names
     values = batch.column("value").to_pylist()
     if None in values:
@@ -200,6 +178,7 @@ def _prepare(
     headers = batch.column("headers").to_pylist() if "headers" in names else [None] * n
     partitions = batch.column("partition").to_pylist() if "partition" in names else [None] * n
     topics = batch.column("topic").to_pylist() if "topic" in names else [None] * n
+    counts: dict[str, int] = {}
     groups: dict[tuple[str, int | None], list[NewRecord]] = {}
     for value, key, hdrs, partition, topic in zip(values, keys, headers, partitions, topics):
         topic = topic or options.topic
