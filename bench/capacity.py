@@ -35,25 +35,25 @@ PAGE = 1000
 PG_URL = os.environ.get("TIDELOG_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
 
-def produce(url: str, topic: str, seconds: float, start: float) -> int:
+def produce(url: str, topic: str, seconds: float, ready) -> int:
     n = 0
     with tidelog.open(url) as log:
         producer = log.producer()
-        _wait(start)
-        end = start + seconds
+        ready.wait()  # every process has opened its log: the clock starts together
+        end = time.time() + seconds
         while time.time() < end:
             producer.send_batch(topic, [VALUE] * BATCH)
             n += BATCH
     return n
 
 
-def fetch(url: str, topic: str, seconds: float, start: float) -> int:
+def fetch(url: str, topic: str, seconds: float, ready) -> int:
     n = 0
     with tidelog.open(url) as log:
         partitions = log.topic(topic).partitions
         after = dict.fromkeys(range(partitions), 0)
-        _wait(start)
-        end = start + seconds
+        ready.wait()  # every process has opened its log: the clock starts together
+        end = time.time() + seconds
         while time.time() < end:
             for p in range(partitions):
                 page = log.read(topic, p, after=after[p], limit=PAGE)
@@ -65,12 +65,12 @@ def fetch(url: str, topic: str, seconds: float, start: float) -> int:
     return n
 
 
-def queue(url: str, topic: str, seconds: float, start: float) -> int:
+def queue(url: str, topic: str, seconds: float, ready) -> int:
     n = 0
     with tidelog.open(url) as log:
         q = log.queue(topic, group="capacity", visibility_timeout=60)
-        _wait(start)
-        end = start + seconds
+        ready.wait()  # every process has opened its log: the clock starts together
+        end = time.time() + seconds
         while time.time() < end:
             got = q.receive(max_messages=BATCH)
             if not got:
@@ -81,15 +81,22 @@ def queue(url: str, topic: str, seconds: float, start: float) -> int:
     return n
 
 
-def _wait(start: float) -> None:
-    time.sleep(max(0.0, start - time.time()))
+def _child(op, url: str, topic: str, seconds: float, ready, results) -> None:
+    results.put(op(url, topic, seconds, ready))
 
 
 def run(op, url: str, topic: str, procs: int, seconds: float) -> float:
     """records/s of `procs` processes running `op` together for `seconds`."""
-    start = time.time() + 1.0 + 0.3 * procs  # every process opens its log before the clock starts
-    with mp.get_context("spawn").Pool(procs) as pool:
-        counts = pool.starmap(op, [(url, topic, seconds, start)] * procs)
+    ctx = mp.get_context("spawn")
+    ready, results = ctx.Barrier(procs), ctx.Queue()
+    children = [
+        ctx.Process(target=_child, args=(op, url, topic, seconds, ready, results)) for _ in range(procs)
+    ]
+    for child in children:
+        child.start()
+    counts = [results.get(timeout=300) for _ in children]
+    for child in children:
+        child.join(60)
     return sum(counts) / seconds
 
 
@@ -174,7 +181,9 @@ def main() -> None:
     procs = [int(x) for x in args.procs.split(",")]
     partitions = [int(x) for x in args.partitions.split(",")]
     tmp = tempfile.mkdtemp(prefix="tidelog-capacity-")
-    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; {args.seconds:g} s a cell")
+    print(
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; {args.seconds:g} s a cell"
+    )
     print("| store | partitions | processes | produce rec/s | fetch rec/s | queue receive+ack rec/s |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for kind in args.stores.split(","):

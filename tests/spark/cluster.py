@@ -126,19 +126,30 @@ class Cluster:
 
     def stop(self) -> None:
         """Stop every process started here, and all under them, by PID."""
-        tree = [pid for proc in self._procs for pid in process_tree(proc.pid)]
+        # (pid, start time): a PID freed meanwhile and reused by another process is left alone.
+        tree = [(pid, _started(pid)) for proc in self._procs for pid in process_tree(proc.pid)]
         for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
-            for pid in tree:
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
+            for pid, started in tree:
+                if started is not None and _started(pid) == started:
+                    try:
+                        os.kill(pid, sig)
+                    except ProcessLookupError:
+                        pass
             deadline = time.monotonic() + wait_s
             while time.monotonic() < deadline and any(p.poll() is None for p in self._procs):
                 time.sleep(0.1)
         for proc in self._procs:
             proc.wait(10)
         self._procs.clear()
+
+
+def _started(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _cmdline(pid: int) -> str:
