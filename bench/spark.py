@@ -4,19 +4,26 @@ Prints figures, never passes or fails. Reads N records of 100 bytes from a
 4-partition SQLite topic into Spark on local[2] (a noop sink, so every
 column reaches the JVM), after one warm-up, next to a plain-Python read of
 the same records with `Log.read`; then writes N records through the sink
-next to a plain-Python `Log.write` of the same records.
+next to a plain-Python `Log.write` of the same records, on SQLite and (when
+the server answers) on PostgreSQL. With --cluster it also reads the SQLite
+topic on a two-worker standalone cluster it starts on loopback (the tests'
+tests/spark/cluster.py), one executor core each.
 
-    python bench/spark.py [--records 1000000] [--runs 3]
+    python bench/spark.py [--records 1000000] [--runs 3] [--pg URL] [--cluster]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import shutil
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import tidelog
 import tidelog.spark
@@ -31,8 +38,9 @@ class Clock:
     every process under it (Python workers): CPU per record is what a shared
     machine makes scarce, so it is printed beside the rates."""
 
-    def __init__(self, jvm_pid: int | None):
+    def __init__(self, jvm_pid: int | None, also: tuple[int, ...] = ()):
         self.jvm_pid = jvm_pid
+        self.also = also  # more roots: a cluster's workers, whose executors do the reading
 
     def cpu(self) -> float:
         total = time.process_time()
@@ -49,7 +57,7 @@ class Clock:
                 # ppid, then utime stime cutime cstime (cutime: reaped workers)
                 parents[int(entry)] = int(fields[1])
                 ticks[int(entry)] = sum(int(x) for x in fields[11:15])
-        tree, grew = {self.jvm_pid}, True
+        tree, grew = {self.jvm_pid, *self.also}, True
         while grew:
             grew = False
             for pid, ppid in parents.items():
@@ -127,61 +135,143 @@ def spark_write(spark, source, url: str, topic: str) -> int:
     return python_count(url, topic)
 
 
+CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+}
+PG_URL = os.environ.get("TIDELOG_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@contextmanager
+def postgres_schema(url: str) -> Iterator[str | None]:
+    """A fresh schema on the server at `url`, or None when it does not answer."""
+    try:
+        import psycopg
+        from psycopg import sql
+    except ImportError:
+        yield None
+        return
+    try:
+        admin = psycopg.connect(url, autocommit=True, connect_timeout=3)
+    except psycopg.Error:
+        yield None
+        return
+    name = f"bench_{secrets.token_hex(4)}"
+    with admin:
+        admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+        try:
+            sep = "&" if "?" in url else "?"
+            yield f"{url}{sep}options=-csearch_path%3D{name}"
+        finally:
+            admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
+
+
+def start_session(master: str, **conf: str):
+    spark = tidelog.spark.session(master, "tidelog-bench", **{**CONF, **conf})
+    spark.sparkContext.setLogLevel("ERROR")
+    gateway = getattr(spark.sparkContext, "_gateway", None)
+    return spark, Clock(getattr(getattr(gateway, "proc", None), "pid", None))
+
+
+def writes(spark, clock: Clock, url: str, n: int, runs: int) -> list[tuple[float, float]]:
+    """Plain Log.write beside the sink, the same 100-byte values made in Spark."""
+    source = spark.range(0, n, numPartitions=2).selectExpr(f"unhex('{VALUE.hex()}') AS value")
+    spark_write(spark, source, url, "warm-up")
+    names = iter(range(1_000_000))
+    return best_pair(
+        clock,
+        runs,
+        lambda: python_write(url, f"py-out-{next(names)}", n),
+        lambda: spark_write(spark, source, url, f"sp-out-{next(names)}"),
+        n,
+    )
+
+
+def cluster_read(url: str, n: int, runs: int, root: Path) -> tuple[float, float]:
+    """The SQLite read on a standalone master and two workers, one core each."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from spark.cluster import Cluster  # tests/spark/cluster.py
+
+    cluster = Cluster(root, cores_per_worker=1).start(workers=2)
+    try:
+        src = os.path.dirname(os.path.dirname(tidelog.__file__))
+        spark, clock = start_session(
+            cluster.master,
+            **{
+                "spark.executor.cores": "1",
+                "spark.executor.memory": "512m",
+                "spark.executorEnv.PYTHONPATH": src,
+            },
+        )
+        clock = Clock(clock.jvm_pid, tuple(cluster.workers))
+        spark_read(spark, url, "in")  # warm-up: executors and their Python workers start
+        best = min(timed(clock, lambda: spark_read(spark, url, "in"), n) for _ in range(runs))
+        spark.stop()
+        return best
+    finally:
+        cluster.stop()
+
+
+def timed(clock: Clock, fn: Callable[[], int], n: int) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), clock.cpu()
+    seen = fn()
+    assert seen == n, f"saw {seen} records, not {n}"
+    return time.perf_counter() - wall, clock.cpu() - cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--pg", default=PG_URL, help="a PostgreSQL URL; skipped when it does not answer")
+    parser.add_argument("--cluster", action="store_true", help="also read on a two-worker cluster")
     args = parser.parse_args()
     n = args.records
     tmp = tempfile.mkdtemp(prefix="tidelog-bench-spark-")
+    rows: list[tuple[str, tuple[float, float], tuple[float, float] | None]] = []
     try:
         url = os.path.join(tmp, "bench.db")
         fill(url, "in", n)
-        spark = tidelog.spark.session(
-            "local[2]",
-            "tidelog-bench",
-            **{
-                "spark.ui.enabled": "false",
-                "spark.ui.showConsoleProgress": "false",
-                "spark.sql.shuffle.partitions": "2",
-            },
-        )
-        spark.sparkContext.setLogLevel("ERROR")
-        gateway = getattr(spark.sparkContext, "_gateway", None)
-        clock = Clock(getattr(getattr(gateway, "proc", None), "pid", None))
-
+        spark, clock = start_session("local[2]")
         spark_read(spark, url, "in")  # warm-up: Python workers start, the JIT warms
         py_read, sp_read = best_pair(
             clock, args.runs, lambda: python_read(url, "in"), lambda: spark_read(spark, url, "in"), n
         )
-
-        # The sink's input: the same 100-byte values, made in Spark.
-        source = spark.range(0, n, numPartitions=2).selectExpr(f"unhex('{VALUE.hex()}') AS value")
-        spark_write(spark, source, url, "warm-up")
-        runs = iter(range(1_000_000))
-        py_write, sp_write = best_pair(
-            clock,
-            args.runs,
-            lambda: python_write(url, f"py-out-{next(runs)}", n),
-            lambda: spark_write(spark, source, url, f"sp-out-{next(runs)}"),
-            n,
-        )
+        rows += [
+            ("read, plain Python (Log.read)", py_read, None),
+            ("read into Spark, local[2]", sp_read, py_read),
+        ]
+        py_write, sp_write = writes(spark, clock, url, n, args.runs)
+        rows += [
+            ("SQLite write, plain Log.write", py_write, None),
+            ("SQLite write, the Spark sink", sp_write, py_write),
+        ]
+        with postgres_schema(args.pg) as pg:
+            if pg is not None:
+                py_write, sp_write = writes(spark, clock, pg, n, args.runs)
+                rows += [
+                    ("PostgreSQL write, plain Log.write", py_write, None),
+                    ("PostgreSQL write, the Spark sink", sp_write, py_write),
+                ]
         spark.stop()
+        if args.cluster:
+            rows.append(
+                (
+                    "read into Spark, 2-worker cluster",
+                    cluster_read(url, n, args.runs, Path(tmp) / "cluster"),
+                    py_read,
+                )
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    print(f"records: {n:,} of {len(VALUE)} bytes, {PARTITIONS} partitions, local[2], best of {args.runs}")
-    print(f"| {'work':<32} | {'records/s':>9} | {'vs plain Python':>15} | {'CPU s per 1M records':>20} |")
-    print(f"| {'-' * 32} | {'-' * 9}: | {'-' * 15}: | {'-' * 20}: |")
-    rows = [
-        ("read, plain Python (Log.read)", py_read, None),
-        ("read into Spark (noop sink)", sp_read, py_read),
-        ("write, plain Python (Log.write)", py_write, None),
-        ("write through the Spark sink", sp_write, py_write),
-    ]
+    print(f"records: {n:,} of {len(VALUE)} bytes, {PARTITIONS} partitions, best of {args.runs}")
+    print(f"| {'work':<34} | {'records/s':>9} | {'vs plain Python':>15} | {'CPU s per 1M records':>20} |")
+    print(f"| {'-' * 34} | {'-' * 9}: | {'-' * 15}: | {'-' * 20}: |")
     for name, (wall, cpu), base in rows:
         ratio = "" if base is None else f"{base[0] / wall:.2f}"
-        print(f"| {name:<32} | {n / wall:>9,.0f} | {ratio:>15} | {cpu * 1e6 / n:>20.2f} |")
+        print(f"| {name:<34} | {n / wall:>9,.0f} | {ratio:>15} | {cpu * 1e6 / n:>20.2f} |")
     print(f"load average after the runs: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
 

@@ -40,17 +40,46 @@ def spark_available() -> str | None:
     return None
 
 
+class Sessions:
+    """The process's one SparkSession (a process holds one SparkContext at a
+    time): the local one most tests share, or one on a cluster for a module
+    that asks for it. Switching stops the other; the next test that wants
+    the local one starts it again."""
+
+    def __init__(self) -> None:
+        self.current: Any = None
+        self.master: str | None = None
+
+    def get(self, master: str, **conf: Any) -> Any:
+        if self.current is not None and self.master == master:
+            return self.current
+        self.stop()
+        import tidelog.spark
+
+        session = tidelog.spark.session(master, "tidelog-tests", **{**SPARK_CONF, **conf})
+        session.sparkContext.setLogLevel("ERROR")
+        self.current, self.master = session, master
+        return session
+
+    def stop(self) -> None:
+        if self.current is not None:
+            self.current.stop()
+        self.current = self.master = None
+
+
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark_sessions() -> Iterator[Sessions]:
     missing = spark_available()
     if missing:
         need_service("Spark", missing)
-    import tidelog.spark
+    sessions = Sessions()
+    yield sessions
+    sessions.stop()
 
-    session = tidelog.spark.session("local[2]", "tidelog-tests", **SPARK_CONF)
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+
+@pytest.fixture
+def spark(spark_sessions: Sessions) -> Any:
+    return spark_sessions.get("local[2]")
 
 
 @pytest.fixture

@@ -1,9 +1,10 @@
-"""The streaming query of the kill-and-restart test; run as its own process
+"""The streaming query of the kill-and-restart tests; run as its own process
 it keeps going until it is killed:
 
-    python copy_query.py DB CHECKPOINT
+    python copy_query.py URL CHECKPOINT [MASTER [MAX_PER_TRIGGER [KEY=VALUE ...]]]
 
 Copies topic "in" to topic "out", each record as its "partition:offset" id.
+Prints its Spark application id first, so a test can find its executors.
 """
 
 from __future__ import annotations
@@ -20,29 +21,33 @@ SPARK_CONF = {
 }
 
 
-def copy_query(spark, db: str, checkpoint: str, max_per_trigger: int = 500):
+def copy_query(spark, url: str, checkpoint: str, max_per_trigger: int = 500):
     """The query, not yet started."""
     return (
         spark.readStream.format("tidelog")
-        .option("url", db)
+        .option("url", url)
         .option("subscribe", "in")
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(max_per_trigger))
         .load()
         .selectExpr("concat(partition, ':', offset) AS value")
         .writeStream.format("tidelog")
-        .option("url", db)
+        .option("url", url)
         .option("topic", "out")
         .option("checkpointLocation", checkpoint)
     )
 
 
-def main(db: str, checkpoint: str) -> None:
-    spark = tidelog.spark.session("local[2]", "tidelog-copy", **SPARK_CONF)
+def main(
+    url: str, checkpoint: str, master: str = "local[2]", max_per_trigger: str = "500", *conf: str
+) -> None:
+    extra = dict(c.split("=", 1) for c in conf)
+    spark = tidelog.spark.session(master, "tidelog-copy", **{**SPARK_CONF, **extra})
     spark.sparkContext.setLogLevel("ERROR")
-    query = copy_query(spark, db, checkpoint).start()
+    print(f"application {spark.sparkContext.applicationId}", flush=True)
+    query = copy_query(spark, url, checkpoint, int(max_per_trigger)).start()
     query.awaitTermination()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(*sys.argv[1:])

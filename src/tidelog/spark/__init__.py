@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from typing import Any
@@ -22,6 +23,7 @@ from ..errors import ConfigurationError
 MIN_PYSPARK = (4, 2)
 MIN_JAVA = 17
 INSTALL = "pip install 'tidelog[spark]'"
+MASTER_TIMEOUT_S = 5
 
 try:
     import pyarrow  # noqa: F401
@@ -37,7 +39,7 @@ if tuple(int(x) for x in re.findall(r"\d+", pyspark.__version__)[:2]) < MIN_PYSP
 
 from .source import TidelogDataSource  # noqa: E402
 
-__all__ = ["TidelogDataSource", "check_java", "register", "session"]
+__all__ = ["TidelogDataSource", "check_java", "check_master", "register", "session"]
 
 
 def register(spark: Any) -> None:
@@ -51,7 +53,7 @@ def register(spark: Any) -> None:
     executors keep Python elsewhere.
     """
     _use_python(spark)
-    spark.dataSource.register(TidelogDataSource)
+    spark.dataSource.register(TidelogDataSource.for_master(_master(spark)))
 
 
 def session(master: str = "local[2]", app_name: str = "tidelog", **conf: Any) -> Any:
@@ -62,6 +64,7 @@ def session(master: str = "local[2]", app_name: str = "tidelog", **conf: Any) ->
     settings, e.g. `**{"spark.sql.shuffle.partitions": "2"}`.
     """
     check_java()
+    check_master(master)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(master).appName(app_name)
@@ -95,6 +98,38 @@ def check_java() -> str:
             f"install a JDK {MIN_JAVA}+ and point JAVA_HOME at it"
         )
     return java
+
+
+def _master(spark: Any) -> str | None:
+    try:
+        return str(spark.sparkContext.master)
+    except Exception:  # Spark Connect: the server's master is not ours to see
+        return None
+
+
+def check_master(master: str) -> None:
+    """Refuse a `spark://` master that no host of it answers on, before a JVM starts.
+
+    Spark itself would retry the registration for a minute and then stop
+    the SparkContext with "All masters are unresponsive", leaving a session
+    whose every job fails.
+    """
+    if not master.startswith("spark://"):
+        return
+    tried = []
+    for hostport in master[len("spark://") :].split(","):  # spark://h1:7077,h2:7077 with standby masters
+        host, _, port = hostport.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigurationError(f"master {master!r} is not spark://host:port[,host:port...]")
+        try:
+            socket.create_connection((host, int(port)), timeout=MASTER_TIMEOUT_S).close()
+            return
+        except OSError as e:
+            tried.append(f"{host}:{port} ({e.strerror or e})")
+    raise ConfigurationError(
+        f"the Spark master {master} is not reachable: {', '.join(tried)}; start it "
+        "(spark-class org.apache.spark.deploy.master.Master) or fix the master URL's host and port"
+    )
 
 
 def _use_python(spark: Any) -> None:

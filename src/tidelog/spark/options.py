@@ -138,6 +138,11 @@ class SinkOptions:
         return cls(url=_url(raw), topic=topic)
 
 
+def url_of(options: Mapping[str, str]) -> str:
+    """The option url, validated: what `load()` checks before anything else."""
+    return _url({str(k).lower(): str(v) for k, v in options.items()})
+
+
 def include_headers(options: Mapping[str, str]) -> bool:
     """What the source schema needs to know before a reader exists."""
     return _bool("includeHeaders", {k.lower(): v for k, v in options.items()}.get("includeheaders", "false"))
@@ -170,8 +175,11 @@ def _url(raw: dict[str, str]) -> str:
             "format 'tidelog' needs option url: a SQLite file path, sqlite:///path, postgresql://... "
             "or http://host:port, as tidelog.open takes (executors open it themselves)"
         )
-    if url == ":memory:":
-        raise ConfigurationError("url ':memory:' is private to one process; Spark's executors need a file")
+    if url in (":memory:", "sqlite:///:memory:", "sqlite://"):
+        raise ConfigurationError(
+            f"option url {url!r} is a log private to one process, which Spark's executors cannot reach: "
+            "give a SQLite file path, postgresql://... or http://host:port"
+        )
     return url
 
 

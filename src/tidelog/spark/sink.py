@@ -40,12 +40,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
-import tidelog
-
 from ..errors import ConfigurationError, InvalidValue, UnknownTopic
 from ..log import Log, Producer
 from ..partitioner import partition_for_key
 from ..records import NewRecord, Prepared, encode_key
+from . import urls
 from .options import SinkOptions
 
 # Spark's local properties naming the running query and micro-batch.
@@ -101,15 +100,16 @@ def _check_mode(overwrite: bool) -> None:
 class BatchWriter(DataSourceArrowWriter):
     """`df.write.format("tidelog")`: each task once, also when Spark retries it."""
 
-    def __init__(self, options: SinkOptions, schema: StructType, overwrite: bool):
+    def __init__(self, options: SinkOptions, schema: StructType, overwrite: bool, cluster: bool = False):
         _check_mode(overwrite)
         check_schema(schema, options)
         self.options = options
+        self.cluster = cluster
         self.write_id = uuid.uuid4().hex  # drawn once, on the driver, for the whole write
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
         txn = f"spark-write:{self.write_id}:{_task().partitionId()}"
-        return write_task(self.options, iterator, txn)
+        return write_task(self.options, iterator, txn, self.cluster)
 
 
 def _task() -> TaskContext:
@@ -123,17 +123,18 @@ def _task() -> TaskContext:
 class StreamWriter(DataSourceStreamArrowWriter):
     """`writeStream.format("tidelog")`: each (query, batch, task) once."""
 
-    def __init__(self, options: SinkOptions, schema: StructType, overwrite: bool):
+    def __init__(self, options: SinkOptions, schema: StructType, overwrite: bool, cluster: bool = False):
         _check_mode(overwrite)
         check_schema(schema, options)
         self.options = options
+        self.cluster = cluster
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
         task = _task()
         query, batch = task.getLocalProperty(QUERY_ID), task.getLocalProperty(BATCH_ID)
         if query is None or batch is None:
             raise ConfigurationError("the tidelog stream sink runs inside a streaming query only")
-        return write_task(self.options, iterator, f"spark:{query}:{batch}:{task.partitionId()}")
+        return write_task(self.options, iterator, f"spark:{query}:{batch}:{task.partitionId()}", self.cluster)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         # Every task's records committed with the task; nothing is left to publish.
@@ -144,9 +145,11 @@ class StreamWriter(DataSourceStreamArrowWriter):
         pass
 
 
-def write_task(options: SinkOptions, batches: Iterator[pa.RecordBatch], txn: str) -> Written:
+def write_task(
+    options: SinkOptions, batches: Iterator[pa.RecordBatch], txn: str, cluster: bool = False
+) -> Written:
     """Encode a task's rows and append them in one idempotent write."""
-    log = tidelog.open(options.url)
+    log = urls.open_log(options.url, cluster)
     try:
         producer = log.producer()
         prepared: list[Prepared] = []

@@ -37,9 +37,9 @@ import tidelog
 from ..errors import OffsetOutOfRange, UnknownPartition, UnknownTopic
 from ..log import Log
 from ..records import Message, decode_headers, decode_meta
-from . import offsets
+from . import offsets, urls
 from .offsets import OffsetRange, Positions
-from .options import SinkOptions, SourceOptions, include_format, include_headers
+from .options import SinkOptions, SourceOptions, include_format, include_headers, url_of
 
 # Records per Arrow batch: large enough that per-batch costs vanish, small
 # enough that a batch of 1 KiB records stays near 16 MiB.
@@ -72,30 +72,53 @@ def source_schema(with_headers: bool, with_format: bool = False) -> StructType:
 
 
 class TidelogDataSource(DataSource):
-    """`spark.read.format("tidelog")`, `readStream`, `write` and `writeStream`."""
+    """`spark.read.format("tidelog")`, `readStream`, `write` and `writeStream`.
+
+    Spark instantiates a data source in a Python worker that knows nothing
+    of the session, so `register()` registers a subclass carrying the
+    session's `master`: on a cluster, a URL the executors cannot open is
+    refused here, when the query is planned, and not in an executor.
+    """
+
+    master: str | None = None  # unknown when registered by hand: no cluster checks
 
     @classmethod
     def name(cls) -> str:
         return "tidelog"
 
+    @classmethod
+    def for_master(cls, master: str | None) -> type[TidelogDataSource]:
+        """This class bound to a session's master (pickled by value, attribute and all)."""
+        return type(cls.__name__, (cls,), {"master": master, "__doc__": cls.__doc__})
+
+    def _checked(self, url: str) -> bool:
+        urls.check(url, self.master)
+        return urls.on_cluster(self.master)
+
     def schema(self) -> StructType:
+        # Called by load(): a bad url is refused there, before any task runs.
+        self._checked(url_of(self.options))
         return source_schema(include_headers(self.options), include_format(self.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return BatchReader(SourceOptions.parse(self.options, streaming=False), schema)
+        options = SourceOptions.parse(self.options, streaming=False)
+        return BatchReader(options, schema, cluster=self._checked(options.url))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return StreamReader(SourceOptions.parse(self.options, streaming=True), schema)
+        options = SourceOptions.parse(self.options, streaming=True)
+        return StreamReader(options, schema, cluster=self._checked(options.url))
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         from .sink import BatchWriter
 
-        return BatchWriter(SinkOptions.parse(self.options), schema, overwrite)
+        options = SinkOptions.parse(self.options)
+        return BatchWriter(options, schema, overwrite, cluster=self._checked(options.url))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
         from .sink import StreamWriter
 
-        return StreamWriter(SinkOptions.parse(self.options), schema, overwrite)
+        options = SinkOptions.parse(self.options)
+        return StreamWriter(options, schema, overwrite, cluster=self._checked(options.url))
 
 
 class RangePartition(InputPartition):
@@ -110,11 +133,12 @@ class _Reading:
 
     options: SourceOptions
     schema: StructType
+    cluster: bool  # executors may run on other machines
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         r: OffsetRange = partition.value
         arrow = to_arrow_schema(self.schema, timezone="UTC")
-        log = tidelog.open(self.options.url)
+        log = urls.open_log(self.options.url, self.cluster)
         try:
             for page in read_range(log, r, self.options.fail_on_data_loss):
                 yield to_record_batch(
@@ -130,9 +154,10 @@ class _Reading:
 
 
 class BatchReader(_Reading, DataSourceReader):
-    def __init__(self, options: SourceOptions, schema: StructType):
+    def __init__(self, options: SourceOptions, schema: StructType, cluster: bool = False):
         self.options = options
         self.schema = schema
+        self.cluster = cluster
 
     def partitions(self) -> list[InputPartition]:
         o = self.options
@@ -153,9 +178,10 @@ class BatchReader(_Reading, DataSourceReader):
 class StreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches over positions; the checkpoint is the record of progress."""
 
-    def __init__(self, options: SourceOptions, schema: StructType):
+    def __init__(self, options: SourceOptions, schema: StructType, cluster: bool = False):
         self.options = options
         self.schema = schema
+        self.cluster = cluster
         self._log: Log | None = None
         self._target: Positions | None = None  # Trigger.AvailableNow: read up to here
 
