@@ -10,11 +10,12 @@ the records waiting now, `delay=` schedules it.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .config import check_int, check_name
-from .errors import ConfigurationError, InvalidRequest
+from .errors import ConfigurationError, InvalidRequest, LeaseLost
 from .notify import long_poll
 from .records import (
     BatchSent,
@@ -29,7 +30,17 @@ from .records import (
     encode_meta,
     make_message,
 )
-from .store.base import AppendBatch, Leased, NamedConsumers, Pending, QueueStats
+from .store.base import (
+    ACK,
+    EXTEND,
+    RELEASE,
+    AppendBatch,
+    Leased,
+    NamedConsumers,
+    Pending,
+    QueueStats,
+    Settle,
+)
 
 if TYPE_CHECKING:
     from .log import Log, Producer
@@ -334,17 +345,101 @@ class Queue:
         return d._replace(lease_deadline=deadline)
 
     def nack(self, d: Delivery, *, back: bool = False, delay: float | None = None) -> None:
-        """Make the record available again: at the front (default), behind the
-        records waiting now (`back=True`), or after `delay` seconds."""
+        """Make the record available again: at the front (default), behind
+        every record waiting now (`back=True`, whatever the clock's
+        resolution), or after `delay` seconds."""
         self._check(d)
-        now = self.log.clock()
+        due, behind = self._release_due(back, delay)
+        self.log.store.queue_release(self.group, self.topic, d.partition, d.offset, d.receipt, due, behind)
+
+    def _release_due(self, back: bool, delay: float | None) -> tuple[int, bool]:
+        """(due, behind) of a nack."""
+        if not isinstance(back, bool):
+            raise InvalidRequest(f"back must be True or False, not {back!r}")
         if delay is not None:
-            due = now + int(_seconds("delay", delay, MAX_VISIBILITY_S) * 1000)
-        elif back:
-            due = now
-        else:
-            due = 0  # before anything else that is due
-        self.log.store.queue_release(self.group, self.topic, d.partition, d.offset, d.receipt, due)
+            if back:
+                raise InvalidRequest("give at most one of back and delay")
+            return self.log.clock() + int(_seconds("delay", delay, MAX_VISIBILITY_S) * 1000), False
+        if back:
+            # Due now, and behind every record due now, also those appended
+            # in this same millisecond (the store breaks the tie).
+            return self.log.clock(), True
+        return 0, False  # before anything else that is due
+
+    # settling many -------------------------------------------------------------
+
+    def settle_many(self, items: Sequence[tuple[str, Delivery, float | None]]) -> list[Any]:
+        """Settle many deliveries in one store transaction.
+
+        Each item is `(command, delivery, seconds)`: "ack", "nack" (front),
+        "back", "delay" (`seconds` from now) or "extend" (to `seconds` from
+        now); `seconds` is None for the first three. Returns one result an
+        item, in order: None when it was settled, the new `Delivery` for an
+        extend, or the `LeaseLost` the single call would have raised (one
+        lost lease does not stop the others). Bad input raises
+        InvalidRequest and settles nothing.
+        """
+        if not isinstance(items, (list, tuple)) or len(items) > MAX_RECEIVE:
+            raise InvalidRequest(f"give a list of at most {MAX_RECEIVE} settlements")
+        now = self.log.clock()
+        settles: list[Settle] = []
+        for item in items:
+            if not isinstance(item, tuple) or len(item) != 3:
+                raise InvalidRequest(f"each settlement is (command, delivery, seconds), not {item!r}")
+            command, d, seconds = item
+            self._check(d)
+            if command in ("ack", "nack", "back"):
+                if seconds is not None:
+                    raise InvalidRequest(f"{command} takes no seconds, got {seconds!r}")
+                if command == "ack":
+                    settles.append(Settle(ACK, d.partition, d.offset, d.receipt))
+                else:
+                    back = command == "back"
+                    settles.append(
+                        Settle(RELEASE, d.partition, d.offset, d.receipt, now if back else 0, back)
+                    )
+            elif command == "delay":
+                due = now + int(_seconds("delay", seconds, MAX_VISIBILITY_S) * 1000)
+                settles.append(Settle(RELEASE, d.partition, d.offset, d.receipt, due))
+            elif command == "extend":
+                deadline = now + int(_seconds("extend", seconds, MAX_VISIBILITY_S) * 1000)
+                settles.append(Settle(EXTEND, d.partition, d.offset, d.receipt, deadline))
+            else:
+                raise InvalidRequest(
+                    f"unknown settle command {command!r}: use ack, nack, back, delay or extend"
+                )
+        if not settles:
+            return []
+        lost = self.log.store.queue_settle(self.group, self.topic, settles)
+        return [
+            e if e is not None or s.action != EXTEND else d._replace(lease_deadline=s.time)
+            for e, s, (_, d, _) in zip(lost, settles, items)
+        ]
+
+    def ack_many(self, deliveries: Sequence[Delivery]) -> list[LeaseLost | None]:
+        """Ack many deliveries in one store transaction: None for each acked
+        (or done already), the LeaseLost in place of each that was not."""
+        return self.settle_many([("ack", d, None) for d in self._many(deliveries)])
+
+    def nack_many(
+        self, deliveries: Sequence[Delivery], *, back: bool = False, delay: float | None = None
+    ) -> list[LeaseLost | None]:
+        """`nack` many deliveries in one store transaction; results as `ack_many`.
+        With `back=True` they go behind every record waiting now, in the order given."""
+        self._release_due(back, delay)  # the checks of a single nack
+        command = "delay" if delay is not None else "back" if back else "nack"
+        return self.settle_many([(command, d, delay) for d in self._many(deliveries)])
+
+    def extend_many(self, deliveries: Sequence[Delivery], seconds: float) -> list[Delivery | LeaseLost]:
+        """`extend` many leases in one store transaction: the new Delivery for
+        each extended, the LeaseLost in place of each that was not."""
+        return self.settle_many([("extend", d, seconds) for d in self._many(deliveries)])
+
+    @staticmethod
+    def _many(deliveries: Sequence[Delivery]) -> Sequence[Delivery]:
+        if not isinstance(deliveries, (list, tuple)):
+            raise InvalidRequest(f"give a list of deliveries, not {type(deliveries).__name__}")
+        return deliveries
 
     def reject(self, d: Delivery, reason: str = "rejected") -> int:
         """Move the record straight to the dead-letter topic; returns its offset there."""

@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from ..errors import LeaseLost
+
 # A record as a store returns it: (offset, timestamp, stored value, meta).
 Row = tuple[int, int, bytes | str, bytes | None]
 # A record as a cleaner scans it: (offset, timestamp, bytes, meta or None, value is JSON null).
@@ -62,6 +64,23 @@ class Leased(NamedTuple):
     delivery_count: int
     receipt: str
     deadline: int  # ms since epoch
+
+
+# What `queue_settle` does to a lease.
+ACK = "ack"
+EXTEND = "extend"
+RELEASE = "release"
+
+
+class Settle(NamedTuple):
+    """One lease to settle in `QueueStore.queue_settle`."""
+
+    action: str  # ACK, EXTEND or RELEASE
+    partition: int
+    offset: int
+    receipt: str
+    time: int = 0  # EXTEND: the new deadline; RELEASE: when the record is due again (ms since epoch)
+    behind: bool = False  # RELEASE: behind every record of the group due at `time` or before
 
 
 class QueueStats(NamedTuple):
@@ -348,9 +367,31 @@ class QueueStore(Protocol):
     ) -> None: ...
 
     def queue_release(
-        self, group: str, topic: str, partition: int, offset: int, receipt: str, due: int
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        receipt: str,
+        due: int,
+        behind: bool = False,
     ) -> None:
-        """End a lease without finishing: the record is due again at `due`."""
+        """End a lease without finishing: the record is due again at `due`.
+
+        Records due at the same time go by partition and offset, except that
+        `behind` puts this one after every record of the group due at `due`
+        or before, also those appended in the same millisecond (a nack to
+        the back must not depend on the clock's resolution).
+        """
+
+    def queue_settle(self, group: str, topic: str, settles: Sequence[Settle]) -> list[LeaseLost | None]:
+        """Settle many leases in one transaction, each as the single call would.
+
+        Each succeeds (None; an ACK of a record already done too) or fails on
+        its own (the LeaseLost the single call would raise, in its place);
+        one failing does not stop the others. UnknownTopic / UnknownPartition
+        refuse the whole batch before anything is written.
+        """
 
     def queue_dead_letter(
         self, group: str, topic: str, partition: int, offset: int, receipt: str, dead_letter: AppendBatch

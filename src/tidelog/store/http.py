@@ -25,10 +25,13 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from .. import errors
-from ..errors import ConfigurationError, StoreError, TidelogError, TopicConflict, UnknownTopic
+from ..errors import ConfigurationError, LeaseLost, StoreError, TidelogError, TopicConflict, UnknownTopic
 from ..records import decode_headers, decode_meta
 from ..wire import stored_to_wire, wire_to_row
 from .base import (
+    ACK,
+    EXTEND,
+    RELEASE,
     AppendBatch,
     CleansRemotely,
     GroupMember,
@@ -40,6 +43,7 @@ from .base import (
     Rebalance,
     Replayed,
     Row,
+    Settle,
     Store,
     TopicInfo,
     Watchable,
@@ -453,9 +457,42 @@ class HTTPStore(Store, CleansRemotely, Watchable):
         self._settle("extend", group, topic, {"receipt": receipt, "deadline": deadline})
 
     def queue_release(
-        self, group: str, topic: str, partition: int, offset: int, receipt: str, due: int
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        receipt: str,
+        due: int,
+        behind: bool = False,
     ) -> None:
-        self._settle("nack", group, topic, {"receipt": receipt, "due": due})
+        self._settle("nack", group, topic, {"receipt": receipt, **self._release_body(due, behind)})
+
+    @staticmethod
+    def _release_body(due: int, behind: bool) -> dict[str, Any]:
+        # Behind is "at the back" on the server's clock; a due time is absolute.
+        return {"back": True} if behind else {"due": due}
+
+    def queue_settle(self, group: str, topic: str, settles: Sequence[Settle]) -> list[LeaseLost | None]:
+        # One request (one transaction on the server) per kind of settling:
+        # the routes take many receipts with one setting each.
+        kinds: dict[tuple[str, int, bool], list[int]] = {}
+        for i, s in enumerate(settles):
+            kinds.setdefault((s.action, s.time, s.behind), []).append(i)
+        out: list[LeaseLost | None] = [None] * len(settles)
+        for (action, at, behind), indexes in kinds.items():
+            body: dict[str, Any] = {"receipts": [settles[i].receipt for i in indexes]}
+            if action == EXTEND:
+                body["deadline"] = at
+            elif action == RELEASE:
+                body.update(self._release_body(at, behind))
+            route = {ACK: "ack", EXTEND: "extend", RELEASE: "nack"}[action]
+            d = self._settle(route, group, topic, body)
+            for failure in d["failed"]:
+                error = failure["error"]
+                # Only a lost lease fails one receipt alone; anything else failed the request.
+                out[indexes[failure["index"]]] = LeaseLost(error["message"])
+        return out
 
     def queue_dead_letter(
         self, group: str, topic: str, partition: int, offset: int, receipt: str, dead_letter: AppendBatch

@@ -22,11 +22,11 @@ writer gave for free:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...errors import LeaseLost, UnknownGroup, UnknownTopic
-from ..base import AppendBatch, Leased, QueueStats
+from ..base import ACK, EXTEND, AppendBatch, Leased, QueueStats, Settle
 from .base import _APPEND, PostgresBase, _append_params, _PartitionGone, one, stored
 
 # Serialises the calls that take new records or move a cursor, per group and topic.
@@ -34,12 +34,12 @@ LOCK_GROUP = "SELECT 1 FROM tidelog_queue_groups WHERE grp = %s AND topic_id = %
 
 # Leases due again (expired, released, delayed), oldest due first, per partition.
 _DUE = """
-SELECT p.i - 1, s."offset", s.due, s.deliveries
+SELECT p.i - 1, s."offset", s.due, s.seq, s.deliveries
 FROM unnest(%(pids)s::bigint[]) WITH ORDINALITY AS p(pid, i)
 CROSS JOIN LATERAL (
-    SELECT "offset", due, deliveries FROM tidelog_queue_state
+    SELECT "offset", due, seq, deliveries FROM tidelog_queue_state
     WHERE grp = %(grp)s AND pid = p.pid AND due <= %(now)s
-    ORDER BY due, "offset" LIMIT %(limit)s
+    ORDER BY due, seq, "offset" LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ) s
 """
@@ -77,7 +77,7 @@ WITH v AS (
     WHERE s.grp = %(grp)s AND s.pid = v.pid AND s."offset" = v."offset"
       AND NOT EXISTS (SELECT 1 FROM r WHERE r.pid = v.pid AND r."offset" = v."offset")
 ), leased AS (
-    UPDATE tidelog_queue_state s SET due = %(deadline)s, deliveries = s.deliveries + 1, receipt = r.receipt
+    UPDATE tidelog_queue_state s SET due = %(deadline)s, seq = 0, deliveries = s.deliveries + 1, receipt = r.receipt
     FROM r WHERE s.grp = %(grp)s AND s.pid = r.pid AND s."offset" = r."offset"
 )
 SELECT pid, "offset", ts, value, text, meta FROM r
@@ -97,7 +97,7 @@ WITH v AS (
 ), s AS (
     INSERT INTO tidelog_queue_state (grp, pid, "offset", due, deliveries, receipt)
     SELECT %(grp)s, pid, "offset", due, deliveries, receipt FROM v
-    ON CONFLICT (grp, pid, "offset") DO UPDATE SET due = excluded.due, deliveries = excluded.deliveries,
+    ON CONFLICT (grp, pid, "offset") DO UPDATE SET due = excluded.due, seq = 0, deliveries = excluded.deliveries,
         receipt = excluded.receipt, consumer = NULL, delivered = NULL
 )
 INSERT INTO tidelog_queue_cursors (grp, pid, scanned)
@@ -132,7 +132,11 @@ _EXTEND = (
 # on SQLite. (The lock comes first: an uncorrelated EXISTS runs once, up front.)
 _RELEASE = """
 WITH g AS (SELECT FROM tidelog_queue_groups WHERE grp = %(grp)s AND topic_id = %(topic_id)s FOR SHARE)
-UPDATE tidelog_queue_state SET due = %(due)s, receipt = NULL
+UPDATE tidelog_queue_state SET due = %(due)s, receipt = NULL,
+    -- behind: after every record of the group due then (see queue_release)
+    seq = CASE WHEN %(behind)s THEN (
+        SELECT coalesce(max(seq), 0) + 1 FROM tidelog_queue_state
+        WHERE grp = %(grp)s AND pid = ANY(%(pids)s::bigint[]) AND due = %(due)s) ELSE 0 END
 WHERE grp = %(grp)s AND pid = %(pid)s AND "offset" = %(offset)s AND receipt = %(receipt)s
   AND EXISTS (SELECT FROM g)
 """
@@ -254,8 +258,8 @@ class PostgresQueues(PostgresBase):
             fresh_rows = conn.execute(_FRESH, params, binary=True)
             if lock.fetchone() is None:
                 raise _NoGroup
-            # candidates: (due, partition, offset, deliveries, record or None)
-            candidates: list[tuple[Any, ...]] = [(due, p, o, n, None) for p, o, due, n in due_rows]
+            # candidates: (due, seq, partition, offset, deliveries, record or None)
+            candidates: list[tuple[Any, ...]] = [(due, q, p, o, n, None) for p, o, due, q, n in due_rows]
             # per partition: the new records in offset order as (offset, due, record or None if delayed)
             fresh: dict[int, list[tuple[Any, ...]]] = {}
             running = 0
@@ -272,8 +276,8 @@ class PostgresQueues(PostgresBase):
                 running = max(running, due)
                 record = (offset, ts, stored(value, text), meta)
                 marked.append((offset, running, record))
-                candidates.append((running, partition, offset, 0, record))
-            candidates.sort(key=lambda c: (c[0], c[1], c[2]))
+                candidates.append((running, 0, partition, offset, 0, record))
+            candidates.sort(key=lambda c: (c[0], c[1], c[2], c[3]))
             taken = candidates[:limit]
 
             # Statement parameters, a list a column: leases again, new
@@ -282,7 +286,7 @@ class PostgresQueues(PostgresBase):
             leased: tuple[list[int], list[int], list[str]] = ([], [], [])
             delayed: tuple[list[int], list[int], list[int]] = ([], [], [])
             receipts: dict[tuple[int, int], str] = {}
-            for _, partition, offset, _, record in taken:
+            for _, _, partition, offset, _, record in taken:
                 receipt = receipts[partition, offset] = new_receipt()
                 if record is None:
                     _append_row(again, pids[partition], offset, receipt)
@@ -332,7 +336,7 @@ class PostgresQueues(PostgresBase):
             next_due = one(next_due_row)[0] if next_due_row is not None else None
 
         out: list[Leased] = []
-        for _, partition, offset, deliveries, fresh_record in taken:
+        for _, _, partition, offset, deliveries, fresh_record in taken:
             got = fresh_record if fresh_record is not None else records.get((pids[partition], offset))
             if got is None:  # removed by trim or retention meanwhile: nothing to deliver
                 continue
@@ -381,20 +385,72 @@ class PostgresQueues(PostgresBase):
                 raise self._lease_lost(conn, group, topic, partition, pid, offset)
 
     def queue_release(
-        self, group: str, topic: str, partition: int, offset: int, receipt: str, due: int
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        receipt: str,
+        due: int,
+        behind: bool = False,
     ) -> None:
         pid = self._pid(topic, partition)
+        topic_id, pids = self._topic_pids(topic)
         params = {
             "grp": group,
-            "topic_id": self._topic_pids(topic)[0],
+            "topic_id": topic_id,
+            "pids": list(pids),
             "pid": pid,
             "offset": offset,
             "receipt": receipt,
             "due": due,
+            "behind": behind,
         }
         with self._conn() as conn:
             if conn.execute(_RELEASE, params).rowcount != 1:
                 raise self._lease_lost(conn, group, topic, partition, pid, offset)
+
+    def queue_settle(self, group: str, topic: str, settles: Sequence[Settle]) -> list[LeaseLost | None]:
+        # Partitions first, so a bad one refuses the batch before anything is written.
+        pids = [self._pid(topic, s.partition) for s in settles]
+        topic_id, all_pids = self._topic_pids(topic)
+        out: list[LeaseLost | None] = []
+        with self._conn() as conn:
+            # One transaction, one round trip: every statement pipelined, then
+            # the row counts say which receipts still held their lease.
+            with conn.transaction(), conn.pipeline():
+                cursors = []
+                for s, pid in zip(settles, pids):
+                    if s.action == ACK:
+                        cur = conn.execute(FINISH, (group, pid, s.offset, s.receipt))
+                    elif s.action == EXTEND:
+                        cur = conn.execute(_EXTEND, (s.time, group, pid, s.offset, s.receipt))
+                    else:
+                        params = {
+                            "grp": group,
+                            "topic_id": topic_id,
+                            "pids": list(all_pids),
+                            "pid": pid,
+                            "offset": s.offset,
+                            "receipt": s.receipt,
+                            "due": s.time,
+                            "behind": s.behind,
+                        }
+                        cur = conn.execute(_RELEASE, params)
+                    cursors.append(cur)
+            failed = [i for i, cur in enumerate(cursors) if cur.rowcount != 1]
+            lost: dict[int, LeaseLost | None] = {}
+            for i in failed:
+                s, pid = settles[i], pids[i]
+                scanned, found, held, deliveries = one(
+                    conn.execute(_LEASE_ROW, {"grp": group, "pid": pid, "offset": s.offset})
+                )
+                if s.action == ACK and not found and scanned is not None and s.offset <= scanned:
+                    lost[i] = None  # done already: acking twice is a no-op
+                else:
+                    lost[i] = lease_lost(group, topic, s.partition, s.offset, found, held, deliveries)
+            out = [lost.get(i) for i in range(len(settles))]
+        return out
 
     def queue_dead_letter(
         self,

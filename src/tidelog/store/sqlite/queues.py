@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...errors import LeaseLost, UnknownTopic
-from ..base import AppendBatch, Leased, QueueStats
+from ..base import ACK, EXTEND, RELEASE, AppendBatch, Leased, QueueStats, Settle
 from .base import SQLiteBase
 
 OFFSET_BITS = 40
@@ -23,8 +23,8 @@ OFFSET_SPAN = 1 << OFFSET_BITS
 
 _CANDIDATES = """
 SELECT * FROM (
-    SELECT 0, offset, due, deliveries, NULL FROM queue_state
-    WHERE grp = ?1 AND pid = ?2 AND due <= ?3 ORDER BY due, offset LIMIT ?4)
+    SELECT 0, offset, due, deliveries, seq FROM queue_state
+    WHERE grp = ?1 AND pid = ?2 AND due <= ?3 ORDER BY due, seq, offset LIMIT ?4)
 UNION ALL
 SELECT * FROM (
     SELECT 1, id - ?5, ts, value, meta FROM records
@@ -100,7 +100,7 @@ class SQLiteQueues(SQLiteBase):
             if lease is not None:
                 return [lease], None
         with self._write() as db:
-            # candidates: (due, partition, offset, deliveries, record or None)
+            # candidates: (due, seq, partition, offset, deliveries, record or None)
             candidates: list[tuple[Any, ...]] = []
             fresh: dict[int, list[tuple[Any, ...]]] = {}
             for partition, pid in enumerate(pids):
@@ -110,7 +110,7 @@ class SQLiteQueues(SQLiteBase):
                 rows = []
                 for row in db.execute(_CANDIDATES, (group, pid, now, limit, lo, lo + OFFSET_SPAN)):
                     if row[0] == 0:
-                        candidates.append((row[2], partition, row[1], row[3], None))
+                        candidates.append((row[2], row[4], partition, row[1], row[3], None))
                     else:
                         rows.append(row[1:])
                 running = 0
@@ -122,13 +122,13 @@ class SQLiteQueues(SQLiteBase):
                         continue
                     running = max(running, due)
                     marked.append((row[0], running, row))
-                    candidates.append((running, partition, row[0], 0, row))
+                    candidates.append((running, 0, partition, row[0], 0, row))
                 fresh[partition] = marked
-            candidates.sort(key=lambda c: (c[0], c[1], c[2]))
+            candidates.sort(key=lambda c: (c[0], c[1], c[2], c[3]))
             taken = candidates[:limit]
-            chosen = {(c[1], c[2]) for c in taken}
+            chosen = {(c[2], c[3]) for c in taken}
             out: list[Leased] = []
-            for _, partition, offset, deliveries, record in taken:
+            for _, _, partition, offset, deliveries, record in taken:
                 pid = pids[partition]
                 receipt = new_receipt()
                 if record is None:
@@ -143,7 +143,7 @@ class SQLiteQueues(SQLiteBase):
                         )
                         continue
                     db.execute(
-                        "UPDATE queue_state SET due = ?, deliveries = deliveries + 1, receipt = ? "
+                        "UPDATE queue_state SET due = ?, seq = 0, deliveries = deliveries + 1, receipt = ? "
                         "WHERE grp = ? AND pid = ? AND offset = ?",
                         (deadline, receipt, group, pid, offset),
                     )
@@ -262,16 +262,72 @@ class SQLiteQueues(SQLiteBase):
         )
 
     def queue_release(
-        self, group: str, topic: str, partition: int, offset: int, receipt: str, due: int
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        receipt: str,
+        due: int,
+        behind: bool = False,
     ) -> None:
-        self._update_lease(
-            "UPDATE queue_state SET due = ?, receipt = NULL WHERE receipt = ? AND grp = ? AND pid = ? AND offset = ?",
-            (due, receipt),
-            group,
-            topic,
-            partition,
-            offset,
-        )
+        self.queue_settle(group, topic, [Settle(RELEASE, partition, offset, receipt, due, behind)], one=True)
+
+    def queue_settle(
+        self, group: str, topic: str, settles: Sequence[Settle], one: bool = False
+    ) -> list[LeaseLost | None]:
+        # Partitions first, so a bad one refuses the batch before anything is written.
+        pids = [self._pid(topic, s.partition) for s in settles]
+        _, all_pids = self._pids[topic]
+        marks = ",".join("?" * len(all_pids))
+        out: list[LeaseLost | None] = []
+        with self._write() as db:
+            for s, pid in zip(settles, pids):
+                key = (group, pid, s.offset, s.receipt)
+                if s.action == ACK:
+                    cur = db.execute(
+                        "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?",
+                        key,
+                    )
+                elif s.action == EXTEND:
+                    cur = db.execute(
+                        "UPDATE queue_state SET due = ? "
+                        "WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?",
+                        (s.time, *key),
+                    )
+                elif s.behind:
+                    # Behind every record of the group due at that time: one
+                    # more than the highest tie-breaker among them.
+                    cur = db.execute(
+                        "UPDATE queue_state SET due = ?, receipt = NULL, seq = (SELECT coalesce(max(seq), 0) + 1 "
+                        f"FROM queue_state WHERE grp = ? AND pid IN ({marks}) AND due = ?) "
+                        "WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?",
+                        (s.time, group, *all_pids, s.time, *key),
+                    )
+                else:
+                    cur = db.execute(
+                        "UPDATE queue_state SET due = ?, receipt = NULL, seq = 0 "
+                        "WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?",
+                        (s.time, *key),
+                    )
+                if cur.rowcount == 1 or (s.action == ACK and self._done(db, group, pid, s.offset)):
+                    out.append(None)  # (acking what is done already is a no-op)
+                    continue
+                lost = self._lease_lost(db, group, topic, s.partition, pid, s.offset)
+                if one:
+                    raise lost
+                else:
+                    out.append(lost)
+        return out
+
+    def _done(self, db: sqlite3.Connection, group: str, pid: int, offset: int) -> bool:
+        """The record has no state row and the group's cursor passed it."""
+        if self._lease_row(db, group, pid, offset) is not None:
+            return False
+        row = db.execute(
+            "SELECT scanned FROM queue_cursors WHERE grp = ? AND pid = ?", (group, pid)
+        ).fetchone()
+        return row is not None and offset <= row[0]
 
     def queue_dead_letter(
         self,
