@@ -150,6 +150,32 @@ def test_nack_back_and_delay_and_batch_ack(http):
     assert stats(http)["in_flight"] == 0
 
 
+def test_nack_and_extend_many_receipts_in_one_request(http):
+    http.post("/v1/queues/jobs/messages", json={"records": [{"value": i, "partition": 0} for i in range(5)]})
+    got = receive(http, max=5)
+    acked = http.post("/v1/queues/jobs/ack", json={"receipts": [got[4]["receipt"]]}).json()
+    assert acked == {"acked": 1, "failed": []}
+    tokens = [m["receipt"] for m in got]
+    extended = http.post(
+        "/v1/queues/jobs/extend", json={"receipts": tokens[:2] + [tokens[4]], "seconds": 600}
+    ).json()
+    assert extended["extended"] == 2 and extended["lease_deadline"] > got[0]["lease_deadline"]
+    assert [(f["index"], f["error"]["code"]) for f in extended["failed"]] == [(2, "lease_lost")]
+    assert "already done" in extended["failed"][0]["error"]["message"]
+    released = http.post(
+        "/v1/queues/jobs/nack", json={"receipts": [tokens[2], tokens[0], "forged", tokens[4]], "back": True}
+    ).json()
+    assert released["released"] == 2
+    assert [f["index"] for f in released["failed"]] == [2, 3]
+    # 2 and 0 went to the back in the order given; 1 and 3 are still leased
+    assert [m["value"] for m in receive(http, max=10)] == [2, 0]
+    bad = http.post("/v1/queues/jobs/nack", json={"receipts": [], "back": True})
+    assert bad.status_code == 400
+    bad = http.post("/v1/queues/jobs/extend", json={"receipts": [tokens[1]], "seconds": -1})
+    assert bad.status_code == 400
+    assert stats(http)["in_flight"] == 4
+
+
 def test_forged_receipts_are_refused_and_change_nothing(http):
     http.post("/v1/queues/jobs/messages", json={"records": [{"value": "x", "partition": 0}]})
     (mine,) = receive(http, "a")

@@ -141,6 +141,14 @@ TOPIC_P, GROUP_P, PARTITION_P = _p("topic", NAME), _p("group", NAME), _p("partit
 QGROUP = _q("group", NAME, description="the queue group (default: the topic's name)")
 CHUNK = _q("chunk", {"type": "integer", "minimum": 1, "maximum": 100000}, description="records a step")
 RECEIPT = {"type": "string", "description": "the opaque receipt of a delivery"}
+RECEIPTS = {
+    "type": "array",
+    "items": RECEIPT,
+    "minItems": 1,
+    "maxItems": 10000,
+    "description": "several deliveries, settled in one store transaction; each succeeds or is "
+    "listed in the answer's `failed` (index, error) on its own",
+}
 DELIVERY = {
     **RECORD_OUT,
     "required": [*RECORD_OUT["required"], "delivery_count", "receipt", "lease_deadline"],
@@ -599,13 +607,14 @@ def spec() -> dict[str, Any]:
         },
         "/v1/queues/{topic}/ack": {
             "post": _op(
-                "Finish a delivery (receipt), or several (receipts: each on its own, failures listed)",
+                "Finish a delivery (receipt), or several (receipts: one transaction, each on its own, "
+                "failures listed)",
                 params=[TOPIC_P, QGROUP],
                 body={
                     "type": "object",
                     "properties": {
                         "receipt": RECEIPT,
-                        "receipts": {"type": "array", "items": RECEIPT, "minItems": 1, "maxItems": 10000},
+                        "receipts": RECEIPTS,
                     },
                     "additionalProperties": False,
                 },
@@ -614,13 +623,14 @@ def spec() -> dict[str, Any]:
         },
         "/v1/queues/{topic}/nack": {
             "post": _op(
-                "Available again: at the front (default), back, after delay seconds, or at due (ms)",
+                "Available again: at the front (default), back (behind every record waiting now), after "
+                "delay seconds, or at due (ms); receipts: several in one transaction (answers released, failed)",
                 params=[TOPIC_P, QGROUP],
                 body={
                     "type": "object",
-                    "required": ["receipt"],
                     "properties": {
                         "receipt": RECEIPT,
+                        "receipts": RECEIPTS,
                         "back": {"type": "boolean"},
                         "delay": {"type": "number", "minimum": 0, "maximum": 43200},
                         "due": {
@@ -636,13 +646,14 @@ def spec() -> dict[str, Any]:
         },
         "/v1/queues/{topic}/extend": {
             "post": _op(
-                "Push the lease deadline out: seconds from now, or to deadline (ms since epoch, server clock)",
+                "Push the lease deadline out: seconds from now, or to deadline (ms since epoch, server "
+                "clock); receipts: several in one transaction (answers extended, lease_deadline, failed)",
                 params=[TOPIC_P, QGROUP],
                 body={
                     "type": "object",
-                    "required": ["receipt"],
                     "properties": {
                         "receipt": RECEIPT,
+                        "receipts": RECEIPTS,
                         "seconds": {"type": "number", "minimum": 0, "maximum": 43200},
                         "deadline": {"type": "integer", "minimum": 0},
                     },

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...errors import LeaseLost, UnknownGroup, UnknownTopic
-from ..base import ACK, EXTEND, AppendBatch, Leased, QueueStats, Settle
+from ..base import ACK, EXTEND, RELEASE, AppendBatch, Leased, QueueStats, Settle
 from .base import _APPEND, PostgresBase, _append_params, _PartitionGone, one, stored
 
 # Serialises the calls that take new records or move a cursor, per group and topic.
@@ -121,6 +121,14 @@ SELECT (SELECT scanned FROM tidelog_queue_cursors WHERE grp = %(grp)s AND pid = 
        s.grp IS NOT NULL, s.receipt, s.deliveries
 FROM (VALUES (1)) AS one
 LEFT JOIN tidelog_queue_state s ON s.grp = %(grp)s AND s.pid = %(pid)s AND s."offset" = %(offset)s
+"""
+
+# The same for many records at once, before a batch settles them.
+_LEASE_ROWS = """
+SELECT v.pid, v."offset", c.scanned, s.grp IS NOT NULL, s.receipt, s.deliveries
+FROM unnest(%(pids)s::bigint[], %(offsets)s::bigint[]) AS v(pid, "offset")
+LEFT JOIN tidelog_queue_cursors c ON c.grp = %(grp)s AND c.pid = v.pid
+LEFT JOIN tidelog_queue_state s ON s.grp = %(grp)s AND s.pid = v.pid AND s."offset" = v."offset"
 """
 
 _EXTEND = (
@@ -419,6 +427,9 @@ class PostgresQueues(PostgresBase):
             # One transaction, one round trip: every statement pipelined, then
             # the row counts say which receipts still held their lease.
             with conn.transaction(), conn.pipeline():
+                before = conn.execute(
+                    _LEASE_ROWS, {"grp": group, "pids": pids, "offsets": [s.offset for s in settles]}
+                )
                 cursors = []
                 for s, pid in zip(settles, pids):
                     if s.action == ACK:
@@ -438,18 +449,21 @@ class PostgresQueues(PostgresBase):
                         }
                         cur = conn.execute(_RELEASE, params)
                     cursors.append(cur)
-            failed = [i for i, cur in enumerate(cursors) if cur.rowcount != 1]
-            lost: dict[int, LeaseLost | None] = {}
-            for i in failed:
-                s, pid = settles[i], pids[i]
-                scanned, found, held, deliveries = one(
-                    conn.execute(_LEASE_ROW, {"grp": group, "pid": pid, "offset": s.offset})
-                )
-                if s.action == ACK and not found and scanned is not None and s.offset <= scanned:
-                    lost[i] = None  # done already: acking twice is a no-op
+            # Why a receipt failed, told as the single call would have: the
+            # state before the batch, carried forward through its successes.
+            state = {(pid, o): (scanned, found, held, n) for pid, o, scanned, found, held, n in before}
+            for s, pid, cur in zip(settles, pids, cursors):
+                scanned, found, held, deliveries = state[pid, s.offset]
+                if cur.rowcount == 1:
+                    out.append(None)
+                    if s.action == ACK:
+                        state[pid, s.offset] = (scanned, False, None, None)
+                    elif s.action == RELEASE:
+                        state[pid, s.offset] = (scanned, found, None, deliveries)
+                elif s.action == ACK and not found and scanned is not None and s.offset <= scanned:
+                    out.append(None)  # done already: acking twice is a no-op
                 else:
-                    lost[i] = lease_lost(group, topic, s.partition, s.offset, found, held, deliveries)
-            out = [lost.get(i) for i in range(len(settles))]
+                    out.append(lease_lost(group, topic, s.partition, s.offset, found, held, deliveries))
         return out
 
     def queue_dead_letter(
