@@ -48,6 +48,16 @@ if TYPE_CHECKING:
 # Header carrying a send's delay: queue groups do not deliver the record
 # before this time (ms since epoch); stream groups see it at once.
 DELIVER_AT = "tidelog-deliver-at"
+# Header carrying a send's priority (0-9, higher first): queue groups hand out
+# the available records of higher priority first; stream groups see the
+# record unchanged. No header means 0.
+PRIORITY = "tidelog-priority"
+MAX_PRIORITY = 9
+# How many new records past a partition's cursor a receive looks at when it
+# picks by priority. Records it looked at and passed over wait in the
+# group's state, where priority orders them exactly; a record further back
+# than this is not seen until the cursor comes within this distance.
+PRIORITY_WINDOW = 100
 MAX_VISIBILITY_S = 12 * 3600
 DEFAULT_VISIBILITY_S = 30.0
 DEFAULT_MAX_DELIVERIES = 5
@@ -157,6 +167,26 @@ def _due_of(timestamp: int, meta: bytes | None) -> int:
     return timestamp
 
 
+def _priority_of(meta: bytes | None) -> int:
+    """A new record's priority, from its header (0 without one)."""
+    headers = decode_meta(meta)[2]
+    if headers:
+        for name, value in decode_headers(headers):
+            if name == PRIORITY:
+                try:
+                    return min(MAX_PRIORITY, max(0, int(value)))
+                except ValueError:
+                    break
+    return 0
+
+
+def check_priority(priority: Any) -> int:
+    """A send's priority: an int from 0 to 9."""
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
+        raise InvalidRequest(f"priority must be an integer from 0 to {MAX_PRIORITY}, got {priority!r}")
+    return priority
+
+
 def _new_receipt() -> str:
     return secrets.token_hex(12)
 
@@ -185,12 +215,17 @@ class Queue:
 
     # sending -------------------------------------------------------------------
 
-    def _delay_headers(self, headers: Any, delay: float) -> Any:
+    def _delay_headers(self, headers: Any, delay: float, priority: int = 0) -> Any:
+        """The headers with the queue's own: a delay's due time, a priority."""
         delay = _seconds("delay", delay)
-        if not delay:
+        check_priority(priority)
+        if not delay and not priority:
             return headers
         pairs = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
-        pairs.append((DELIVER_AT, str(self.log.clock() + int(delay * 1000))))
+        if delay:
+            pairs.append((DELIVER_AT, str(self.log.clock() + int(delay * 1000))))
+        if priority:
+            pairs.append((PRIORITY, str(priority)))
         return pairs
 
     def send(
@@ -201,9 +236,12 @@ class Queue:
         headers: Any = None,
         delay: float = 0,
         partition: int | None = None,
+        priority: int = 0,
     ) -> Sent:
-        """Send a record; with `delay` queue groups do not deliver it before then."""
-        headers = self._delay_headers(headers, delay)
+        """Send a record; with `delay` queue groups do not deliver it before
+        then; `priority` (0-9) hands it out before available records of lower
+        priority."""
+        headers = self._delay_headers(headers, delay, priority)
         return self.log.producer().send(self.topic, value, key=key, headers=headers, partition=partition)
 
     def send_batch(
@@ -214,10 +252,15 @@ class Queue:
         headers: Any = None,
         delay: float = 0,
         partition: int | None = None,
+        priority: int = 0,
     ) -> BatchSent:
         """Enqueue several records atomically; all or none become visible."""
         return self.log.write(
-            [self.prepare(values, key=key, headers=headers, delay=delay, partition=partition)]
+            [
+                self.prepare(
+                    values, key=key, headers=headers, delay=delay, partition=partition, priority=priority
+                )
+            ]
         )[0]
 
     def prepare(
@@ -229,21 +272,23 @@ class Queue:
         delay: float = 0,
         partition: int | None = None,
         producer: Producer | None = None,
+        priority: int = 0,
     ) -> Prepared:
         """Validate and encode a batch for `Log.write` (a server's group commit).
 
-        The delay travels on every record, also on a `NewRecord` that
-        carries headers of its own (those replace the batch's).
+        The delay and priority travel on every record, also on a `NewRecord`
+        that carries headers of its own (those replace the batch's).
         """
         delay = _seconds("delay", delay)
-        if delay:
+        check_priority(priority)
+        if delay or priority:
             values = [
-                NewRecord(v.value, v.key, self._delay_headers(v.headers, delay))
+                NewRecord(v.value, v.key, self._delay_headers(v.headers, delay, priority))
                 if isinstance(v, NewRecord) and v.headers is not None
                 else v
                 for v in values
             ]
-        headers = self._delay_headers(headers, delay)
+        headers = self._delay_headers(headers, delay, priority)
         return (producer or self.log.producer()).prepare(
             self.topic, values, key=key, headers=headers, partition=partition
         )
@@ -304,7 +349,15 @@ class Queue:
 
     def _receive_once(self, limit: int, lease_ms: int) -> tuple[list[Delivery], int | None]:
         leased, next_due = self.log.store.queue_receive(
-            self.group, self.topic, self.log.clock(), limit, lease_ms, _due_of, _new_receipt
+            self.group,
+            self.topic,
+            self.log.clock(),
+            limit,
+            lease_ms,
+            _due_of,
+            _new_receipt,
+            priority_of=_priority_of,
+            window=PRIORITY_WINDOW,
         )
         out = []
         for lease in leased:

@@ -33,6 +33,8 @@ ScanRow = tuple[int, int, int, bytes | None, bool]
 DueOf = Callable[[int, bytes | None], int]
 # A fresh lease receipt.
 NewReceipt = Callable[[], str]
+# A new record's priority for queue groups: priority_of(meta) -> 0..9.
+PriorityOf = Callable[[bytes | None], int]
 
 
 class Usage(NamedTuple):
@@ -352,11 +354,20 @@ class QueueStore(Protocol):
         lease_ms: int,
         due_of: DueOf,
         new_receipt: NewReceipt,
+        *,
+        priority_of: PriorityOf | None = None,
+        window: int = 0,
     ) -> tuple[list[Leased], int | None]:
-        """Lease up to `limit` records whose due time has come, oldest due
-        first (then offset): new records (due = `due_of(timestamp, meta)`),
-        released ones and expired leases. Returns the leases and the next due
-        time of anything still waiting (None when nothing waits)."""
+        """Lease up to `limit` records whose due time has come: highest
+        priority first, then oldest due, then the tie-breaker of a nack to the
+        back, then partition and offset. Candidates are the group's state
+        rows (released, expired, delayed or passed over) and, per partition,
+        the next max(limit, `window`) new records past the cursor (due =
+        `due_of(timestamp, meta)`, priority = `priority_of(meta)` for a record
+        with a meta blob, else 0). New records passed over before the last
+        one taken enter the state with their due time and priority (the
+        cursor moves past them). Returns the leases and the next due time of
+        anything still waiting (None when nothing waits)."""
 
     def queue_ack(self, group: str, topic: str, partition: int, offset: int, receipt: str) -> None:
         """Finish a record; a record already done is a no-op; a receipt that

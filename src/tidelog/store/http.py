@@ -425,6 +425,9 @@ class HTTPStore(Store, CleansRemotely, Watchable):
         lease_ms: int,
         due_of: Any,
         new_receipt: Any,
+        *,
+        priority_of: Any = None,
+        window: int = 0,
     ) -> tuple[list[Leased], int | None]:
         params = {"group": group, "max": limit, "visibility_timeout": lease_ms / 1000}
         d = self._call("POST", self._queue_path(topic, "receive"), params=params)

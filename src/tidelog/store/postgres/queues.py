@@ -27,26 +27,28 @@ from typing import Any
 
 from ...errors import LeaseLost, UnknownGroup, UnknownTopic
 from ..base import ACK, EXTEND, RELEASE, AppendBatch, Leased, QueueStats, Settle
+from ..leasing import mark_new, to_park
 from .base import _APPEND, PostgresBase, _append_params, _PartitionGone, one, stored
 
 # Serialises the calls that take new records or move a cursor, per group and topic.
 LOCK_GROUP = "SELECT 1 FROM tidelog_queue_groups WHERE grp = %s AND topic_id = %s FOR UPDATE"
 
-# Leases due again (expired, released, delayed), oldest due first, per partition.
+# Leases due again (expired, released, delayed, passed over), highest priority
+# then oldest due first, per partition.
 _DUE = """
-SELECT p.i - 1, s."offset", s.due, s.seq, s.deliveries
+SELECT p.i - 1, s."offset", s.due, s.seq, s.deliveries, s.priority
 FROM unnest(%(pids)s::bigint[]) WITH ORDINALITY AS p(pid, i)
 CROSS JOIN LATERAL (
-    SELECT "offset", due, seq, deliveries FROM tidelog_queue_state
+    SELECT "offset", due, seq, deliveries, priority FROM tidelog_queue_state
     WHERE grp = %(grp)s AND pid = p.pid AND due <= %(now)s
-    ORDER BY due, seq, "offset" LIMIT %(limit)s
+    ORDER BY priority DESC, due, seq, "offset" LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ) s
 """
 
 # Records past each partition's cursor, in offset order: the first one held
-# past it (one index probe), then a range of `limit` offsets from there.
-# Both bounds keep every plan an index range scan of at most `limit` rows,
+# past it (one index probe), then a range of `window` offsets from there.
+# Both bounds keep every plan an index range scan of at most `window` rows,
 # whatever the table's statistics say; a gap that compaction left inside the
 # range only makes the batch smaller.
 _FRESH = """
@@ -58,7 +60,7 @@ CROSS JOIN LATERAL (
 ) f
 CROSS JOIN LATERAL (
     SELECT "offset", ts, value, text, meta FROM tidelog_records
-    WHERE pid = p.pid AND "offset" >= f.first AND "offset" < f.first + %(limit)s
+    WHERE pid = p.pid AND "offset" >= f.first AND "offset" < f.first + %(window)s
 ) r
 ORDER BY p.i, r."offset"
 """
@@ -83,21 +85,24 @@ WITH v AS (
 SELECT pid, "offset", ts, value, text, meta FROM r
 """
 
-# New records taken into the group: leased ones, and delayed ones parked
-# until due; the cursor follows the highest offset taken. A row already there
+# New records taken into the group: leased ones, and delayed or passed-over
+# ones parked until due or their turn; the cursor follows the highest offset taken. A row already there
 # (the cursor of a Redis group was moved back) is taken afresh.
 _TAKE_NEW = """
 WITH v AS (
-    SELECT pid, "offset", %(deadline)s::bigint AS due, 1 AS deliveries, receipt
-    FROM unnest(%(pids)s::bigint[], %(offsets)s::bigint[], %(receipts)s::text[]) AS l(pid, "offset", receipt)
+    SELECT pid, "offset", %(deadline)s::bigint AS due, 1 AS deliveries, receipt, priority
+    FROM unnest(%(pids)s::bigint[], %(offsets)s::bigint[], %(receipts)s::text[], %(priorities)s::smallint[])
+        AS l(pid, "offset", receipt, priority)
     UNION ALL
-    SELECT pid, "offset", due, 0, NULL
-    FROM unnest(%(delayed_pids)s::bigint[], %(delayed_offsets)s::bigint[], %(dues)s::bigint[])
-        AS d(pid, "offset", due)
+    SELECT pid, "offset", due, 0, NULL, priority
+    FROM unnest(%(delayed_pids)s::bigint[], %(delayed_offsets)s::bigint[], %(dues)s::bigint[],
+                %(delayed_priorities)s::smallint[])
+        AS d(pid, "offset", due, priority)
 ), s AS (
-    INSERT INTO tidelog_queue_state (grp, pid, "offset", due, deliveries, receipt)
-    SELECT %(grp)s, pid, "offset", due, deliveries, receipt FROM v
+    INSERT INTO tidelog_queue_state (grp, pid, "offset", due, deliveries, receipt, priority)
+    SELECT %(grp)s, pid, "offset", due, deliveries, receipt, priority FROM v
     ON CONFLICT (grp, pid, "offset") DO UPDATE SET due = excluded.due, seq = 0, deliveries = excluded.deliveries,
+        priority = excluded.priority,
         receipt = excluded.receipt, consumer = NULL, delivered = NULL
 )
 INSERT INTO tidelog_queue_cursors (grp, pid, scanned)
@@ -239,12 +244,17 @@ class PostgresQueues(PostgresBase):
         lease_ms: int,
         due_of: Callable[[int, bytes | None], int],
         new_receipt: Callable[[], str],
+        *,
+        priority_of: Callable[[bytes | None], int] | None = None,
+        window: int = 0,
     ) -> tuple[list[Leased], int | None]:
         topic_id, pids = self._topic_pids(topic)
         deadline = now + lease_ms
-        params = {"grp": group, "pids": list(pids), "now": now, "limit": limit}
+        params = {"grp": group, "pids": list(pids), "now": now, "limit": limit, "window": max(limit, window)}
         try:
-            return self._lease_batch(params, topic_id, pids, now, limit, deadline, due_of, new_receipt)
+            return self._lease_batch(
+                params, topic_id, pids, now, limit, deadline, due_of, priority_of, new_receipt
+            )
         except _NoGroup:
             raise self._no_group(group, topic) from None
 
@@ -257,6 +267,7 @@ class PostgresQueues(PostgresBase):
         limit: int,
         deadline: int,
         due_of: Callable[[int, bytes | None], int],
+        priority_of: Callable[[bytes | None], int] | None,
         new_receipt: Callable[[], str],
     ) -> tuple[list[Leased], int | None]:
         group = params["grp"]
@@ -266,48 +277,39 @@ class PostgresQueues(PostgresBase):
             fresh_rows = conn.execute(_FRESH, params, binary=True)
             if lock.fetchone() is None:
                 raise _NoGroup
-            # candidates: (due, seq, partition, offset, deliveries, record or None)
-            candidates: list[tuple[Any, ...]] = [(due, q, p, o, n, None) for p, o, due, q, n in due_rows]
-            # per partition: the new records in offset order as (offset, due, record or None if delayed)
-            fresh: dict[int, list[tuple[Any, ...]]] = {}
-            running = 0
+            # candidates: (-priority, due, seq, partition, offset, deliveries, record or None)
+            candidates: list[tuple[Any, ...]] = [
+                (-r, due, q, p, o, n, None) for p, o, due, q, n, r in due_rows
+            ]
+            # per partition: the new records in offset order, (offset, ts, value, meta)
+            rows: dict[int, list[tuple[Any, ...]]] = {}
             for partition, offset, ts, value, text, meta in fresh_rows:
-                marked = fresh.get(partition)
-                if marked is None:
-                    marked = fresh[partition] = []
-                    running = 0
-                due = ts if meta is None else due_of(ts, meta)
-                if due > now:
-                    marked.append((offset, due, None))  # delayed: not yet deliverable
-                    continue
-                # A new record is never due before an older one of its partition.
-                running = max(running, due)
-                record = (offset, ts, stored(value, text), meta)
-                marked.append((offset, running, record))
-                candidates.append((running, 0, partition, offset, 0, record))
-            candidates.sort(key=lambda c: (c[0], c[1], c[2], c[3]))
+                rows.setdefault(partition, []).append((offset, ts, stored(value, text), meta))
+            fresh = {
+                partition: mark_new(part, now, due_of, priority_of, partition, candidates)
+                for partition, part in rows.items()
+            }
+            candidates.sort(key=lambda c: c[:5])
             taken = candidates[:limit]
 
             # Statement parameters, a list a column: leases again, new
-            # leases, and delayed records parked (pids, offsets, receipts or dues).
+            # leases, and records parked (pids, offsets, receipts or dues, priorities).
             again: tuple[list[int], list[int], list[str]] = ([], [], [])
-            leased: tuple[list[int], list[int], list[str]] = ([], [], [])
-            delayed: tuple[list[int], list[int], list[int]] = ([], [], [])
+            leased: tuple[list[int], list[int], list[str], list[int]] = ([], [], [], [])
+            parked: tuple[list[int], list[int], list[int], list[int]] = ([], [], [], [])
             receipts: dict[tuple[int, int], str] = {}
-            for _, _, partition, offset, _, record in taken:
+            for minus, _, _, partition, offset, _, record in taken:
                 receipt = receipts[partition, offset] = new_receipt()
                 if record is None:
                     _append_row(again, pids[partition], offset, receipt)
-            # New records taken, and the delayed ones in the unbroken run
-            # before the last of them, enter the state; the cursor follows.
+                else:
+                    _append_row(leased, pids[partition], offset, receipt, -minus)
+            # Records passed over or delayed before the last one taken enter
+            # the state; the cursor follows.
+            chosen = set(receipts)
             for partition, marked in fresh.items():
-                for offset, due, record in marked:
-                    if record is None:
-                        _append_row(delayed, pids[partition], offset, due)
-                    elif (partition, offset) in receipts:
-                        _append_row(leased, pids[partition], offset, receipts[partition, offset])
-                    else:
-                        break
+                for offset, due, priority in to_park(marked, partition, chosen):
+                    _append_row(parked, pids[partition], offset, due, priority)
 
             leased_again = None
             if again[0]:
@@ -322,7 +324,7 @@ class PostgresQueues(PostgresBase):
                     },
                     binary=True,
                 )
-            if leased[0] or delayed[0]:
+            if leased[0] or parked[0]:
                 conn.execute(
                     _TAKE_NEW,
                     {
@@ -331,9 +333,11 @@ class PostgresQueues(PostgresBase):
                         "pids": leased[0],
                         "offsets": leased[1],
                         "receipts": leased[2],
-                        "delayed_pids": delayed[0],
-                        "delayed_offsets": delayed[1],
-                        "dues": delayed[2],
+                        "priorities": leased[3],
+                        "delayed_pids": parked[0],
+                        "delayed_offsets": parked[1],
+                        "dues": parked[2],
+                        "delayed_priorities": parked[3],
                     },
                 )
             # When waiting ends (only asked when the batch may come out short).
@@ -344,7 +348,7 @@ class PostgresQueues(PostgresBase):
             next_due = one(next_due_row)[0] if next_due_row is not None else None
 
         out: list[Leased] = []
-        for _, _, partition, offset, deliveries, fresh_record in taken:
+        for _, _, _, partition, offset, deliveries, fresh_record in taken:
             got = fresh_record if fresh_record is not None else records.get((pids[partition], offset))
             if got is None:  # removed by trim or retention meanwhile: nothing to deliver
                 continue

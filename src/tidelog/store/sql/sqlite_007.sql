@@ -1,4 +1,5 @@
--- tidelog SQLite schema, version 7: queue order that does not depend on the clock.
+-- tidelog SQLite schema, version 7: queue order by priority, and an order
+-- that does not depend on the clock's resolution.
 
 -- A nack to the back makes a record due now, behind every record due now or
 -- earlier: when those were appended in the same millisecond, the due time
@@ -6,6 +7,11 @@
 -- the tie: 0 for every record as it arrives, one more than the highest
 -- among its group's records due at that time for a nack to the back.
 ALTER TABLE queue_state ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+-- The record's priority (0-9, higher first), from its header, kept while
+-- the record is released, expires or is delivered again.
+ALTER TABLE queue_state ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
 
+-- Candidates come highest priority first, then oldest due: due rows come
+-- before leased ones inside each priority, so a scan stops early.
 DROP INDEX queue_state_due;
-CREATE INDEX queue_state_due ON queue_state (grp, pid, due, seq, offset);
+CREATE INDEX queue_state_due ON queue_state (grp, pid, priority DESC, due, seq, offset);

@@ -15,6 +15,7 @@ from typing import Any
 
 from ...errors import LeaseLost, UnknownTopic
 from ..base import ACK, EXTEND, RELEASE, AppendBatch, Leased, QueueStats, Settle
+from ..leasing import mark_new, neg_priority, to_park
 from .base import SQLiteBase
 
 OFFSET_BITS = 40
@@ -23,23 +24,26 @@ OFFSET_SPAN = 1 << OFFSET_BITS
 
 _CANDIDATES = """
 SELECT * FROM (
-    SELECT 0, offset, due, deliveries, seq FROM queue_state
-    WHERE grp = ?1 AND pid = ?2 AND due <= ?3 ORDER BY due, seq, offset LIMIT ?4)
+    SELECT 0, offset, due, deliveries, seq, priority FROM queue_state
+    WHERE grp = ?1 AND pid = ?2 AND due <= ?3 ORDER BY priority DESC, due, seq, offset LIMIT ?4)
 UNION ALL
 SELECT * FROM (
-    SELECT 1, id - ?5, ts, value, meta FROM records
+    SELECT 1, id - ?5, ts, value, meta, NULL FROM records
     WHERE id > ?5 + coalesce((SELECT scanned FROM queue_cursors WHERE grp = ?1 AND pid = ?2), 0)
-      AND id < ?6 ORDER BY id LIMIT ?4)
+      AND id < ?6 ORDER BY id LIMIT ?7)
 """
 
 
+# The next new record, when nothing in the state is due and no record near
+# it carries a meta blob (so none has a delay or a priority).
 _NEXT = """
+WITH c(at) AS (SELECT ?3 + coalesce((SELECT scanned FROM queue_cursors WHERE grp = ?1 AND pid = ?2), 0))
 INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt)
-SELECT ?1, ?2, r.id - ?3, ?5, 1, ?6 FROM (
-    SELECT id, meta FROM records
-    WHERE id > ?3 + coalesce((SELECT scanned FROM queue_cursors WHERE grp = ?1 AND pid = ?2), 0)
-      AND id < ?4 ORDER BY id LIMIT 1) r
+SELECT ?1, ?2, r.id - ?3, ?5, 1, ?6 FROM c, (
+    SELECT id, meta FROM records WHERE id > (SELECT at FROM c) AND id < ?4 ORDER BY id LIMIT 1) r
 WHERE r.meta IS NULL AND NOT EXISTS (SELECT 1 FROM queue_state WHERE grp = ?1 AND pid = ?2 AND due <= ?7)
+  AND NOT EXISTS (
+    SELECT 1 FROM records WHERE id > r.id AND id <= c.at + ?8 AND id < ?4 AND meta IS NOT NULL)
 RETURNING offset
 """
 
@@ -92,15 +96,19 @@ class SQLiteQueues(SQLiteBase):
         lease_ms: int,
         due_of: Callable[[int, bytes | None], int],
         new_receipt: Callable[[], str],
+        *,
+        priority_of: Callable[[bytes | None], int] | None = None,
+        window: int = 0,
     ) -> tuple[list[Leased], int | None]:
         _, pids = self._all_pids(topic) if topic not in self._pids else self._pids[topic]
         deadline = now + lease_ms
+        window = max(limit, window)
         if limit == 1 and len(pids) == 1:
-            lease = self._receive_next(group, pids[0], now, deadline, new_receipt())
+            lease = self._receive_next(group, pids[0], now, deadline, new_receipt(), window)
             if lease is not None:
                 return [lease], None
         with self._write() as db:
-            # candidates: (due, seq, partition, offset, deliveries, record or None)
+            # candidates: (-priority, due, seq, partition, offset, deliveries, record or None)
             candidates: list[tuple[Any, ...]] = []
             fresh: dict[int, list[tuple[Any, ...]]] = {}
             for partition, pid in enumerate(pids):
@@ -108,27 +116,17 @@ class SQLiteQueues(SQLiteBase):
                 # One statement: what is due in queue_state, then the records
                 # past the cursor (kind 0 and 1 rows).
                 rows = []
-                for row in db.execute(_CANDIDATES, (group, pid, now, limit, lo, lo + OFFSET_SPAN)):
+                for row in db.execute(_CANDIDATES, (group, pid, now, limit, lo, lo + OFFSET_SPAN, window)):
                     if row[0] == 0:
-                        candidates.append((row[2], row[4], partition, row[1], row[3], None))
+                        candidates.append((-row[5], row[2], row[4], partition, row[1], row[3], None))
                     else:
-                        rows.append(row[1:])
-                running = 0
-                marked = []
-                for row in rows:
-                    due = row[1] if row[3] is None else due_of(row[1], row[3])
-                    if due > now:
-                        marked.append((row[0], due, None))  # delayed: not yet deliverable
-                        continue
-                    running = max(running, due)
-                    marked.append((row[0], running, row))
-                    candidates.append((running, 0, partition, row[0], 0, row))
-                fresh[partition] = marked
-            candidates.sort(key=lambda c: (c[0], c[1], c[2], c[3]))
+                        rows.append(row[1:5])
+                fresh[partition] = mark_new(rows, now, due_of, priority_of, partition, candidates)
+            candidates.sort(key=lambda c: c[:5])
             taken = candidates[:limit]
-            chosen = {(c[2], c[3]) for c in taken}
+            chosen = {(c[3], c[4]) for c in taken}
             out: list[Leased] = []
-            for _, _, partition, offset, deliveries, record in taken:
+            for _, _, _, partition, offset, deliveries, record in taken:
                 pid = pids[partition]
                 receipt = new_receipt()
                 if record is None:
@@ -149,27 +147,26 @@ class SQLiteQueues(SQLiteBase):
                     )
                 else:
                     db.execute(
-                        "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt) VALUES (?, ?, ?, ?, 1, ?)",
-                        (group, pid, offset, deadline, receipt),
+                        "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt, priority) "
+                        "VALUES (?, ?, ?, ?, 1, ?, ?)",
+                        (group, pid, offset, deadline, receipt, -neg_priority(record, priority_of)),
                     )
                 out.append(
                     Leased(
                         partition, offset, record[1], record[2], record[3], deliveries + 1, receipt, deadline
                     )
                 )
-            # Delayed records in the unbroken run of new records taken stay
-            # in queue_state until due; the insert trigger moves the cursor.
+            # New records before the last one taken of a partition, and the
+            # delayed ones right after it, wait in queue_state (until due, or
+            # for their turn by priority); the insert trigger moves the cursor.
             for partition, marked in fresh.items():
                 pid = pids[partition]
-                for offset, due, record in marked:
-                    if record is None:
-                        db.execute(
-                            "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt) "
-                            "VALUES (?, ?, ?, ?, 0, NULL)",
-                            (group, pid, offset, due),
-                        )
-                    elif (partition, offset) not in chosen:
-                        break
+                for offset, due, priority in to_park(marked, partition, chosen):
+                    db.execute(
+                        "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt, priority) "
+                        "VALUES (?, ?, ?, ?, 0, NULL, ?)",
+                        (group, pid, offset, due, priority),
+                    )
             next_due = None
             if len(out) < limit:
                 for pid in pids:
@@ -181,16 +178,19 @@ class SQLiteQueues(SQLiteBase):
                         next_due = row[0]
         return out, next_due
 
-    def _receive_next(self, group: str, pid: int, now: int, deadline: int, receipt: str) -> Leased | None:
+    def _receive_next(
+        self, group: str, pid: int, now: int, deadline: int, receipt: str, window: int
+    ) -> Leased | None:
         """The common case in one autocommit statement: lease the next new
         record of a one-partition topic when nothing released or expired is
-        due first and the record carries no meta (so no delay). None sends
-        the caller down the general path."""
+        due first and no record within `window` of the cursor carries meta
+        (so none has a delay or a priority). None sends the caller down the
+        general path."""
         lo = pid << OFFSET_BITS
         with self._lock:
             # fetchall: step the statement to its end, so its transaction ends here.
             rows = self._db.execute(
-                _NEXT, (group, pid, lo, lo + OFFSET_SPAN, deadline, receipt, now)
+                _NEXT, (group, pid, lo, lo + OFFSET_SPAN, deadline, receipt, now, window)
             ).fetchall()
         if not rows:
             return None
