@@ -176,6 +176,18 @@ def test_nack_and_extend_many_receipts_in_one_request(http):
     assert stats(http)["in_flight"] == 4
 
 
+def test_send_with_priority(http):
+    http.post("/v1/queues/jobs/messages", json={"records": [{"value": "low", "partition": 0}]})
+    sent = http.post(
+        "/v1/queues/jobs/messages", json={"records": [{"value": "high", "partition": 0}], "priority": 8}
+    )
+    assert sent.status_code == 200
+    for bad in (10, -1, "1", True, 2.5):
+        refused = http.post("/v1/queues/jobs/messages", json={"records": [{"value": "x"}], "priority": bad})
+        assert refused.status_code == 400 and "priority" in refused.json()["error"]["message"]
+    assert [m["value"] for m in receive(http, max=10)] == ["high", "low"]
+
+
 def test_forged_receipts_are_refused_and_change_nothing(http):
     http.post("/v1/queues/jobs/messages", json={"records": [{"value": "x", "partition": 0}]})
     (mine,) = receive(http, "a")

@@ -88,10 +88,13 @@ class Jobs:
 
         return register
 
-    def enqueue(self, name: str, payload: Any = None, *, delay: float = 0, key: Any = None) -> Sent:
-        """Enqueue a call of the handler registered as `name` with these arguments."""
+    def enqueue(
+        self, name: str, payload: Any = None, *, delay: float = 0, key: Any = None, priority: int = 0
+    ) -> Sent:
+        """Enqueue a call of the handler registered as `name` with these
+        arguments; `priority` (0-9) runs it before waiting jobs of lower priority."""
         check_name("job", name)
-        return self.queue.send({"job": name, "payload": payload}, delay=delay, key=key)
+        return self.queue.send({"job": name, "payload": payload}, delay=delay, key=key, priority=priority)
 
     # running -------------------------------------------------------------------
 

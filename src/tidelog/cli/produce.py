@@ -38,6 +38,7 @@ import click
 
 import tidelog
 from tidelog.partitioner import partition_for_key
+from tidelog.queues import MAX_PRIORITY, PRIORITY
 
 from .context import Session, check_partition, common_options, pass_session
 from .output import emit, table
@@ -173,6 +174,12 @@ def progress(stream: BinaryIO) -> Iterator[Any]:
     "--producer", "producer_id", metavar="ID", help="Name the producer (see consume --exclude-producer)."
 )
 @click.option(
+    "--priority",
+    type=click.IntRange(0, MAX_PRIORITY),
+    default=0,
+    help="Queue groups hand these records out before available records of lower priority (0-9).",
+)
+@click.option(
     "--batch",
     type=click.IntRange(1, MAX_CHUNK),
     default=DEFAULT_CHUNK,
@@ -191,6 +198,7 @@ def produce(
     fmt: str,
     key_delimiter: str | None,
     producer_id: str | None,
+    priority: int,
     batch: int,
 ) -> None:
     """Append records to TOPIC and print their offsets.
@@ -221,6 +229,9 @@ def produce(
         raise tidelog.UnknownTopic(f"{e}; create it first: tidelog topics create {topic}") from None
     check_partition(info, partition)
     producer = log.producer(producer_id)
+    if priority:
+        # The queue's header (see tidelog.queues); stream groups see it as any other.
+        headers = [*headers, (PRIORITY, str(priority))]
     spread = Spreader(log, producer, topic, info.partitions, key, partition, headers or None)
     ranges = Ranges()
 

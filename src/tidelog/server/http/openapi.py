@@ -570,7 +570,8 @@ def spec() -> dict[str, Any]:
         },
         "/v1/queues/{topic}/messages": {
             "post": _op(
-                "Send records; with delay, queue groups do not deliver them before then",
+                "Send records; with delay, queue groups do not deliver them before then; with priority "
+                "(0-9), before available records of lower priority",
                 params=[TOPIC_P, QGROUP],
                 body={
                     "type": "object",
@@ -578,6 +579,7 @@ def spec() -> dict[str, Any]:
                     "properties": {
                         "records": {"type": "array", "items": RECORD_IN, "minItems": 1},
                         "delay": {"type": "number", "minimum": 0},
+                        "priority": {"type": "integer", "minimum": 0, "maximum": 9, "default": 0},
                         "partition": OFFSET,
                         "producer": NAME,
                     },
