@@ -35,3 +35,27 @@ def test_bad_priority_writes_nothing(db, bad):
     assert result.exit_code == 2 and "--priority" in result.output
     with tidelog.open(db) as log:
         assert log.describe("jobs").partitions[0].last_offset == 0
+
+
+def test_produce_with_a_dedup_id_appends_once(db):
+    first = run(db, "--json", "produce", "jobs", "--data", '"pay"', "--dedup-id", "order-42")
+    again = run(db, "--json", "produce", "jobs", "--data", '"pay again"', "--dedup-id", "order-42")
+    assert first.exit_code == again.exit_code == 0
+    assert first.output == again.output  # the same partition and offset
+    with tidelog.open(db) as log:
+        assert log.describe("jobs").partitions[0].last_offset == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--data", "1", "--dedup-id", "x" * 129],
+        ["--data", "1", "--dedup-id", ""],
+        ["--dedup-id", "from-stdin"],
+    ],
+)
+def test_bad_dedup_ids_write_nothing(db, args):
+    result = run(db, "produce", "jobs", *args, input="1\n")
+    assert result.exit_code == 2 and "dedup" in result.output
+    with tidelog.open(db) as log:
+        assert log.describe("jobs").partitions[0].last_offset == 0

@@ -188,6 +188,17 @@ def test_send_with_priority(http):
     assert [m["value"] for m in receive(http, max=10)] == ["high", "low"]
 
 
+def test_send_with_a_dedup_id(http):
+    body = {"records": [{"value": "pay", "partition": 0}], "dedup_id": "order-42"}
+    first = http.post("/v1/queues/jobs/messages", json=body).json()
+    again = http.post("/v1/queues/jobs/messages", json=body).json()
+    assert again["records"] == first["records"] == [{"partition": 0, "offset": 1}]
+    for bad in ("", "x" * 129, 5):
+        refused = http.post("/v1/queues/jobs/messages", json={**body, "dedup_id": bad})
+        assert refused.status_code == 400 and "dedup_id" in refused.json()["error"]["message"]
+    assert [m["value"] for m in receive(http, max=10)] == ["pay"]
+
+
 def test_forged_receipts_are_refused_and_change_nothing(http):
     http.post("/v1/queues/jobs/messages", json={"records": [{"value": "x", "partition": 0}]})
     (mine,) = receive(http, "a")

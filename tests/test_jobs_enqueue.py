@@ -25,3 +25,10 @@ def test_enqueue_with_a_bad_priority_writes_nothing(jobs):
     with pytest.raises(tidelog.InvalidRequest, match="priority"):
         jobs.enqueue("x", priority=11)
     assert jobs.queue.receive() == []
+
+
+def test_enqueue_with_a_dedup_id_enqueues_once(jobs):
+    first = jobs.enqueue("charge", {"order": 42}, dedup_id="charge-42")
+    again = jobs.enqueue("charge", {"order": 42}, dedup_id="charge-42")
+    assert again.offset == first.offset
+    assert len(jobs.queue.receive(max_messages=10)) == 1

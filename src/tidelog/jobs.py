@@ -89,12 +89,23 @@ class Jobs:
         return register
 
     def enqueue(
-        self, name: str, payload: Any = None, *, delay: float = 0, key: Any = None, priority: int = 0
+        self,
+        name: str,
+        payload: Any = None,
+        *,
+        delay: float = 0,
+        key: Any = None,
+        priority: int = 0,
+        dedup_id: str | None = None,
     ) -> Sent:
         """Enqueue a call of the handler registered as `name` with these
-        arguments; `priority` (0-9) runs it before waiting jobs of lower priority."""
+        arguments; `priority` (0-9) runs it before waiting jobs of lower
+        priority; a `dedup_id` enqueued again within the topic's dedup window
+        enqueues nothing (the first one's offset is returned)."""
         check_name("job", name)
-        return self.queue.send({"job": name, "payload": payload}, delay=delay, key=key, priority=priority)
+        return self.queue.send(
+            {"job": name, "payload": payload}, delay=delay, key=key, priority=priority, dedup_id=dedup_id
+        )
 
     # running -------------------------------------------------------------------
 

@@ -186,7 +186,9 @@ class Log:
         """A producer; `id` names it, so readers can skip its records (`exclude_producer`)."""
         return Producer(self, id)
 
-    def write(self, batches: list[Prepared], txn: str | None = None) -> list[BatchSent]:
+    def write(
+        self, batches: list[Prepared], txn: str | None = None, *, txn_since: int = 0
+    ) -> list[BatchSent]:
         """Commit prepared batches in one transaction (group commit).
 
         All or nothing; each batch gets consecutive offsets in its partition.
@@ -195,19 +197,28 @@ class Log:
         transaction as the records, and a later write with the same id
         writes nothing and returns the first write's result. A caller that
         may run a write twice (a retried task, a replayed micro-batch) names
-        it by what it is, e.g. query, batch and task.
+        it by what it is, e.g. query, batch and task. `txn_since` (ms since
+        epoch) bounds how far back an id counts: one recorded by a write
+        stamped earlier is taken over by this write (a dedup window).
 
         A batch's records get its `timestamp` when it carries one (a remote
         producer's clock), else the log's clock.
         """
         if txn is not None:
             check_txn(txn)
+        check_int("txn_since", txn_since, 0)
         if not batches:
             return []
         now = self.clock()
         stamps = [now if b.timestamp is None else b.timestamp for b in batches]
         appends = [AppendBatch(b.topic, b.partition, ts, b.values, b.metas) for b, ts in zip(batches, stamps)]
-        firsts = self.store.append_many(appends) if txn is None else self.store.append_many(appends, txn)
+        firsts = (
+            self.store.append_many(appends)
+            if txn is None
+            else self.store.append_many(appends, txn, txn_since)
+            if txn_since
+            else self.store.append_many(appends, txn)
+        )
         if isinstance(firsts, Replayed):
             return [BatchSent(t, p, f, n, firsts.timestamp) for t, p, f, n in firsts.batches]
         sent = [
@@ -345,13 +356,13 @@ class Producer:
     def _partition(self, topic: str, key: bytes | None, partition: int | None) -> tuple[int, int]:
         """(partition, max_message_bytes) for a send."""
         catalog = self.log.catalog
-        partitions, max_bytes = catalog.get(topic) or catalog.shape(topic, create=True)
+        partitions, max_bytes, _ = catalog.get(topic) or catalog.shape(topic, create=True)
         if partition is not None:
             if type(partition) is not int or partition < 0:
                 check_int("partition", partition, 0)
             if partition >= partitions:
                 # Maybe another process grew the topic since we cached it.
-                partitions, max_bytes = catalog.shape(topic, refresh=True)
+                partitions, max_bytes, _ = catalog.shape(topic, refresh=True)
             return partition, max_bytes
         if key is not None:
             return partition_for_key(key, partitions), max_bytes

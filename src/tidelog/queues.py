@@ -9,6 +9,7 @@ the records waiting now, `delay=` schedules it.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ MAX_PRIORITY = 9
 # group's state, where priority orders them exactly; a record further back
 # than this is not seen until the cursor comes within this distance.
 PRIORITY_WINDOW = 100
+MAX_DEDUP_ID_BYTES = 128
 MAX_VISIBILITY_S = 12 * 3600
 DEFAULT_VISIBILITY_S = 30.0
 DEFAULT_MAX_DELIVERIES = 5
@@ -187,6 +189,32 @@ def check_priority(priority: Any) -> int:
     return priority
 
 
+def check_dedup_id(dedup_id: Any) -> str:
+    """A send's deduplication id: a non-empty string of at most 128 bytes (UTF-8)."""
+    if not isinstance(dedup_id, str) or not dedup_id:
+        raise InvalidRequest(f"dedup_id must be a non-empty string, not {dedup_id!r}")
+    size = len(dedup_id.encode("utf-8", "surrogatepass"))
+    if size > MAX_DEDUP_ID_BYTES:
+        raise InvalidRequest(f"dedup_id must be at most {MAX_DEDUP_ID_BYTES} bytes, got {size}")
+    return dedup_id
+
+
+def dedup_txn(topic: str, dedup_id: str) -> str:
+    """The idempotent-write id a dedup id is kept as: per topic, of a fixed size
+    whatever the id holds (a hash, as txn ids take a narrow alphabet)."""
+    digest = hashlib.sha256(f"{topic}\0{dedup_id}".encode("utf-8", "surrogatepass")).hexdigest()
+    return f"dedup:{digest}"
+
+
+def dedup_write(log: Log, topic: str, dedup_id: str) -> tuple[str, int]:
+    """(txn id, txn_since) that make `Log.write` of a send to `topic` with
+    `dedup_id` happen once within the topic's dedup window."""
+    check_dedup_id(dedup_id)
+    window = log.catalog.shape(topic, create=True).dedup_window_ms
+    # At least 1: 0 would mean "an id never expires".
+    return dedup_txn(topic, dedup_id), max(1, log.clock() - window)
+
+
 def _new_receipt() -> str:
     return secrets.token_hex(12)
 
@@ -237,10 +265,24 @@ class Queue:
         delay: float = 0,
         partition: int | None = None,
         priority: int = 0,
+        dedup_id: str | None = None,
     ) -> Sent:
         """Send a record; with `delay` queue groups do not deliver it before
         then; `priority` (0-9) hands it out before available records of lower
-        priority."""
+        priority. A `dedup_id` sent again within the topic's dedup window
+        (`dedup_window_ms`, 5 minutes by default) appends nothing and returns
+        the first send's offset, also from another process."""
+        if dedup_id is not None:
+            sent = self.send_batch(
+                [value],
+                key=key,
+                headers=headers,
+                delay=delay,
+                partition=partition,
+                priority=priority,
+                dedup_id=dedup_id,
+            )
+            return Sent(sent.topic, sent.partition, sent.first_offset, sent.timestamp)
         headers = self._delay_headers(headers, delay, priority)
         return self.log.producer().send(self.topic, value, key=key, headers=headers, partition=partition)
 
@@ -253,15 +295,21 @@ class Queue:
         delay: float = 0,
         partition: int | None = None,
         priority: int = 0,
+        dedup_id: str | None = None,
     ) -> BatchSent:
-        """Enqueue several records atomically; all or none become visible."""
-        return self.log.write(
-            [
-                self.prepare(
-                    values, key=key, headers=headers, delay=delay, partition=partition, priority=priority
-                )
-            ]
-        )[0]
+        """Enqueue several records atomically; all or none become visible.
+        With a `dedup_id`, as `send`: the batch is written once in the window."""
+        prepared = self.prepare(
+            values, key=key, headers=headers, delay=delay, partition=partition, priority=priority
+        )
+        if dedup_id is None:
+            return self.log.write([prepared])[0]
+        txn, since = self.dedup(dedup_id)
+        return self.log.write([prepared], txn, txn_since=since)[0]
+
+    def dedup(self, dedup_id: str) -> tuple[str, int]:
+        """(txn id, txn_since) of a send with `dedup_id`, for `Log.write`."""
+        return dedup_write(self.log, self.topic, dedup_id)
 
     def prepare(
         self,

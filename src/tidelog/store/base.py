@@ -253,7 +253,9 @@ class LogStore(Protocol):
         `metas` None means no record has a meta blob. Returns only after commit.
         """
 
-    def append_many(self, batches: Sequence[AppendBatch], txn: str | None = None) -> list[int] | Replayed:
+    def append_many(
+        self, batches: Sequence[AppendBatch], txn: str | None = None, txn_since: int = 0
+    ) -> list[int] | Replayed:
         """Append several batches in one transaction (group commit).
 
         All or nothing: returns the first offset of each batch, or raises and
@@ -262,7 +264,10 @@ class LogStore(Protocol):
         With a `txn` id the write is idempotent: the id and the result are
         recorded in the same transaction as the records, and a call whose id
         is already recorded writes nothing and returns `Replayed` (the
-        earlier result). Without one, no lookup is made.
+        earlier result). Without one, no lookup is made. An id recorded by a
+        write stamped before `txn_since` (ms; its first batch's timestamp)
+        counts as not recorded: this write goes ahead and takes the id over
+        (a dedup id's window).
         """
 
     def read(self, topic: str, partition: int, after: int, limit: int) -> list[Row]:

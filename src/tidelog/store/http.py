@@ -242,7 +242,9 @@ class HTTPStore(Store, CleansRemotely, Watchable):
     ) -> int:
         return self.append_many([AppendBatch(topic, partition, timestamp, values, metas)])[0]
 
-    def append_many(self, batches: Sequence[AppendBatch], txn: str | None = None) -> list[int] | Replayed:
+    def append_many(
+        self, batches: Sequence[AppendBatch], txn: str | None = None, txn_since: int = 0
+    ) -> list[int] | Replayed:
         """One request, one transaction on the server: all batches or none.
 
         With a `txn` id the server answers a replay with the earlier write's
@@ -267,6 +269,8 @@ class HTTPStore(Store, CleansRemotely, Watchable):
         body: dict[str, Any] = {"batches": wire}
         if txn is not None:
             body["txn"] = txn
+            if txn_since:
+                body["txn_since"] = txn_since
         sent = self._call("POST", "/v1/records", json=body)["batches"]
         if txn is not None:
             asked = [(w["topic"], w["partition"], len(w["records"]), w["timestamp"]) for w in wire]

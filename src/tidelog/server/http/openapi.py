@@ -424,6 +424,12 @@ def spec() -> dict[str, Any]:
                             "pattern": "^[A-Za-z0-9._:-]{1,255}$",
                             "description": "an idempotent write: a txn id seen before writes nothing and answers that write",
                         },
+                        "txn_since": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "description": "ms since epoch: a txn id recorded by a write stamped earlier "
+                            "no longer counts (a dedup window); this write takes it over",
+                        },
                     },
                     "additionalProperties": False,
                 },
@@ -580,6 +586,12 @@ def spec() -> dict[str, Any]:
                         "records": {"type": "array", "items": RECORD_IN, "minItems": 1},
                         "delay": {"type": "number", "minimum": 0},
                         "priority": {"type": "integer", "minimum": 0, "maximum": 9, "default": 0},
+                        "dedup_id": {
+                            "type": "string",
+                            "minLength": 1,
+                            "description": "at most 128 bytes: sent again within the topic's dedup_window_ms, "
+                            "nothing is appended and the first send's offsets are answered",
+                        },
                         "partition": OFFSET,
                         "producer": NAME,
                     },

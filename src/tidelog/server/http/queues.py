@@ -20,7 +20,7 @@ from ...config import check_name
 from ...errors import InvalidRequest, LeaseLost, TidelogError
 from ...log import MAX_BATCH
 from ...notify import along_poll
-from ...queues import MAX_RECEIVE, MAX_VISIBILITY_S, Delivery, Queue, check_priority
+from ...queues import MAX_RECEIVE, MAX_VISIBILITY_S, Delivery, Queue, check_dedup_id, check_priority
 from ...wire import record_in, row_to_wire
 from . import receipts
 from .bodies import (
@@ -102,12 +102,15 @@ async def send(request: Request) -> Response:
     ctx = ctx_of(request)
     topic, group = topic_and_group(request)
     body = await json_object(request, ctx.settings.max_body)
-    no_unknown(body, {"records", "delay", "partition", "producer", "priority"})
+    no_unknown(body, {"records", "delay", "partition", "producer", "priority", "dedup_id"})
     records = field(body, "records", list)
     if not records or len(records) > MAX_BATCH:
         raise InvalidRequest(f"field 'records' must hold 1 to {MAX_BATCH} records, got {len(records)}")
     delay = number_field(body, "delay", default=0)
     priority = check_priority(body.get("priority", 0))
+    dedup_id = body.get("dedup_id")
+    if dedup_id is not None:
+        check_dedup_id(dedup_id)
     default_partition = int_field(body, "partition", 0, default=None)
     producer_id = field(body, "producer", str, default=None)
     if producer_id is not None:
@@ -137,7 +140,11 @@ async def send(request: Request) -> Response:
             for route, (_, values) in routes.items()
         ]
 
-    sent = await ctx.writer.write(job)
+    if dedup_id is None:
+        sent = await ctx.writer.write(job)
+    else:
+        txn, since = queue.dedup(dedup_id)
+        sent = await ctx.writer.write(job, txn, since)
     placed: list[Any] = [None] * len(records)
     for (indices, _), s in zip(routes.values(), sent):
         for j, i in enumerate(indices):
