@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .config import check_int, check_name
-from .errors import ConfigurationError, InvalidRequest, LeaseLost
+from .errors import ConfigurationError, GroupConflict, InvalidRequest, LeaseLost
 from .notify import long_poll
 from .records import (
     BatchSent,
@@ -60,6 +60,9 @@ MAX_PRIORITY = 9
 # than this is not seen until the cursor comes within this distance.
 PRIORITY_WINDOW = 100
 MAX_DEDUP_ID_BYTES = 128
+# A queue group's ordering: "none" hands records out in parallel; "key" hands
+# the records of one key out one at a time, in offset order.
+ORDERINGS = ("none", "key")
 MAX_VISIBILITY_S = 12 * 3600
 DEFAULT_VISIBILITY_S = 30.0
 DEFAULT_MAX_DELIVERIES = 5
@@ -84,6 +87,8 @@ class QueueOptions:
     max_deliveries: int = DEFAULT_MAX_DELIVERIES
     dead_letter: str | None = None
     start: str = "earliest"
+    # None: the group's stored ordering ("none" for a new group).
+    ordering: str | None = None
 
     def validate(self, topic: str) -> QueueOptions:
         """Check every option; InvalidRequest names the first bad one."""
@@ -99,6 +104,8 @@ class QueueOptions:
                 raise InvalidRequest("the dead-letter topic must differ from the topic it serves")
         if self.start not in ("earliest", "latest"):
             raise InvalidRequest(f"start must be 'earliest' or 'latest', got {self.start!r}")
+        if self.ordering is not None and self.ordering not in ORDERINGS:
+            raise InvalidRequest(f"ordering must be one of {', '.join(ORDERINGS)}, got {self.ordering!r}")
         return self
 
 
@@ -182,6 +189,11 @@ def _priority_of(meta: bytes | None) -> int:
     return 0
 
 
+def _key_of(meta: bytes | None) -> bytes | None:
+    """A new record's key, for a group ordered by key."""
+    return decode_meta(meta)[1]
+
+
 def check_priority(priority: Any) -> int:
     """A send's priority: an int from 0 to 9."""
     if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
@@ -233,13 +245,25 @@ class Queue:
         stored = log.store.queue_open(
             self.group,
             topic,
-            {"max_deliveries": opts.max_deliveries, "dead_letter": opts.dead_letter or f"{topic}.dlq"},
+            {
+                "max_deliveries": opts.max_deliveries,
+                "dead_letter": opts.dead_letter or f"{topic}.dlq",
+                # None (not asked): a new group stores none, an existing one keeps its own.
+                "ordering": opts.ordering,
+            },
             opts.start,
             log.clock(),
         )
         # Group settings are stored on first use; later handles take them.
         self.max_deliveries: int = stored["max_deliveries"]
         self.dead_letter: str = stored["dead_letter"]
+        # Groups made before orderings existed have none stored.
+        self.ordering: str = stored.get("ordering") or "none"
+        if opts.ordering is not None and opts.ordering != self.ordering:
+            raise GroupConflict(
+                f"queue group {self.group!r} on topic {topic!r} has ordering {self.ordering!r}, not "
+                f"{opts.ordering!r}; a group's ordering cannot change: use another group name"
+            )
 
     # sending -------------------------------------------------------------------
 
@@ -396,26 +420,34 @@ class Queue:
         return self._receive_once(max_messages, int(visibility * 1000))
 
     def _receive_once(self, limit: int, lease_ms: int) -> tuple[list[Delivery], int | None]:
-        leased, next_due = self.log.store.queue_receive(
-            self.group,
-            self.topic,
-            self.log.clock(),
-            limit,
-            lease_ms,
-            _due_of,
-            _new_receipt,
-            priority_of=_priority_of,
-            window=PRIORITY_WINDOW,
-        )
-        out = []
-        for lease in leased:
-            if lease.delivery_count > self.max_deliveries:
-                # Delivered max_deliveries times already and never acked.
-                delivered = lease._replace(delivery_count=lease.delivery_count - 1)
-                self._dead_letter(delivered, f"max deliveries ({self.max_deliveries}) reached")
-                continue
-            out.append(self._delivery(lease))
-        return out, next_due
+        out: list[Delivery] = []
+        while True:
+            leased, next_due = self.log.store.queue_receive(
+                self.group,
+                self.topic,
+                self.log.clock(),
+                limit - len(out),
+                lease_ms,
+                _due_of,
+                _new_receipt,
+                priority_of=_priority_of,
+                window=PRIORITY_WINDOW,
+                key_of=_key_of if self.ordering == "key" else None,
+            )
+            dead = 0
+            for lease in leased:
+                if lease.delivery_count > self.max_deliveries:
+                    # Delivered max_deliveries times already and never acked.
+                    delivered = lease._replace(delivery_count=lease.delivery_count - 1)
+                    self._dead_letter(delivered, f"max deliveries ({self.max_deliveries}) reached")
+                    dead += 1
+                    continue
+                out.append(self._delivery(lease))
+            # What was dead-lettered made room (and, ordered by key, freed
+            # its key's next record): look again, as a receive that had not
+            # met it would have found more.
+            if not dead or len(out) >= limit:
+                return out, next_due
 
     def _delivery(self, lease: Leased) -> Delivery:
         msg = make_message(

@@ -35,6 +35,8 @@ DueOf = Callable[[int, bytes | None], int]
 NewReceipt = Callable[[], str]
 # A new record's priority for queue groups: priority_of(meta) -> 0..9.
 PriorityOf = Callable[[bytes | None], int]
+# A new record's ordering key for a queue group ordered by key: key_of(meta).
+KeyOf = Callable[[bytes | None], bytes | None]
 
 
 class Usage(NamedTuple):
@@ -362,6 +364,7 @@ class QueueStore(Protocol):
         *,
         priority_of: PriorityOf | None = None,
         window: int = 0,
+        key_of: KeyOf | None = None,
     ) -> tuple[list[Leased], int | None]:
         """Lease up to `limit` records whose due time has come: highest
         priority first, then oldest due, then the tie-breaker of a nack to the
@@ -372,7 +375,13 @@ class QueueStore(Protocol):
         with a meta blob, else 0). New records passed over before the last
         one taken enter the state with their due time and priority (the
         cursor moves past them). Returns the leases and the next due time of
-        anything still waiting (None when nothing waits)."""
+        anything still waiting (None when nothing waits).
+
+        With `key_of` (a group with ordering "key") a record whose key
+        (`key_of(meta)`, None for no key) has an earlier record in the group's
+        state (waiting, delayed or in flight) or earlier among the new
+        records is not a candidate: each key has at most one record in
+        flight, handed out in offset order. State rows keep their key."""
 
     def queue_ack(self, group: str, topic: str, partition: int, offset: int, receipt: str) -> None:
         """Finish a record; a record already done is a no-op; a receipt that

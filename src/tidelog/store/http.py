@@ -415,10 +415,12 @@ class HTTPStore(Store, CleansRemotely, Watchable):
     def queue_open(
         self, group: str, topic: str, config: dict[str, Any], start: str, now: int
     ) -> dict[str, Any]:
-        body = {k: config[k] for k in ("max_deliveries", "dead_letter") if config.get(k) is not None}
+        body = {
+            k: config[k] for k in ("max_deliveries", "dead_letter", "ordering") if config.get(k) is not None
+        }
         body["start"] = start
         d = self._call("POST", self._queue_path(topic), params={"group": group}, json=body)
-        return {"max_deliveries": d["max_deliveries"], "dead_letter": d["dead_letter"]}
+        return {k: d[k] for k in ("max_deliveries", "dead_letter", "ordering") if k in d}
 
     def queue_receive(
         self,
@@ -432,6 +434,7 @@ class HTTPStore(Store, CleansRemotely, Watchable):
         *,
         priority_of: Any = None,
         window: int = 0,
+        key_of: Any = None,
     ) -> tuple[list[Leased], int | None]:
         params = {"group": group, "max": limit, "visibility_timeout": lease_ms / 1000}
         d = self._call("POST", self._queue_path(topic, "receive"), params=params)

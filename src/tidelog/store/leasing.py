@@ -2,58 +2,83 @@
 
 The rows come from each store's own SQL; the order they are picked in is
 the contract's (`QueueStore.queue_receive`), so it is written once here.
+A new record is (offset, ts, value, meta); a candidate is (-priority, due,
+seq, partition, offset, deliveries, record or None for a state row, key).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 
-def neg_priority(record: tuple[Any, ...], priority_of: Callable[[bytes | None], int] | None) -> int:
-    """Minus the priority of a new record (offset, ts, value, meta)."""
-    return -priority_of(record[3]) if priority_of is not None and record[3] is not None else 0
+@dataclass(frozen=True)
+class Picking:
+    """The core's callbacks for one receive (see `QueueStore.queue_receive`)."""
 
+    now: int
+    due_of: Callable[[int, bytes | None], int]
+    priority_of: Callable[[bytes | None], int] | None = None
+    key_of: Callable[[bytes | None], bytes | None] | None = None
 
-def mark_new(
-    rows: list[tuple[Any, ...]],
-    now: int,
-    due_of: Callable[[int, bytes | None], int],
-    priority_of: Callable[[bytes | None], int] | None,
-    partition: int,
-    candidates: list[tuple[Any, ...]],
-) -> list[tuple[Any, ...]]:
-    """New records (offset, ts, value, meta) of one partition, in offset order,
-    as (offset, due, -priority, record or None when delayed); the deliverable
-    ones are added to `candidates`."""
-    running = 0
-    marked: list[tuple[Any, ...]] = []
-    for row in rows:
-        due = row[1] if row[3] is None else due_of(row[1], row[3])
-        minus = neg_priority(row, priority_of)
-        if due > now:
-            marked.append((row[0], due, minus, None))  # delayed: not yet deliverable
-            continue
-        # A new record is never due before an older one of its partition.
-        running = max(running, due)
-        marked.append((row[0], running, minus, row))
-        # (-priority, due, seq, partition, offset, deliveries, record)
-        candidates.append((minus, running, 0, partition, row[0], 0, row))
-    return marked
+    def key(self, record: tuple[Any, ...]) -> bytes | None:
+        """The record's ordering key: None in an unordered group, or without a key."""
+        return self.key_of(record[3]) if self.key_of is not None and record[3] is not None else None
+
+    def keys(self, rows: list[tuple[Any, ...]]) -> list[bytes]:
+        """The distinct ordering keys of new records."""
+        return list({k for k in map(self.key, rows) if k is not None})
+
+    def neg_priority(self, record: tuple[Any, ...]) -> int:
+        """Minus the priority of a new record."""
+        return -self.priority_of(record[3]) if self.priority_of is not None and record[3] is not None else 0
+
+    def mark_new(
+        self,
+        rows: list[tuple[Any, ...]],
+        partition: int,
+        blocked: set[bytes],
+        candidates: list[tuple[Any, ...]],
+    ) -> list[tuple[Any, ...]]:
+        """New records of one partition, in offset order, as (offset, due,
+        -priority, record or None when delayed, key); the deliverable ones
+        are added to `candidates`. `blocked` holds the keys that have an
+        earlier record waiting or in flight in the group: a record of such a
+        key is not a candidate, and neither is any record after the first
+        of its key here."""
+        running = 0
+        marked: list[tuple[Any, ...]] = []
+        for row in rows:
+            due = row[1] if row[3] is None else self.due_of(row[1], row[3])
+            minus = self.neg_priority(row)
+            key = self.key(row)
+            if due > self.now:
+                marked.append((row[0], due, minus, None, key))  # delayed: not yet deliverable
+            else:
+                # A new record is never due before an older one of its partition.
+                running = max(running, due)
+                marked.append((row[0], running, minus, row, key))
+                if key is None or key not in blocked:
+                    candidates.append((minus, running, 0, partition, row[0], 0, row, key))
+            if key is not None:
+                blocked.add(key)  # later records of the key wait for this one
+        return marked
 
 
 def to_park(
     marked: list[tuple[Any, ...]], partition: int, chosen: set[tuple[int, int]]
-) -> list[tuple[int, int, int]]:
-    """(offset, due, priority) of the new records of a partition that enter the
-    group's state without a lease: those passed over before the last one taken,
-    and the delayed ones in the run right after it (the cursor moves past them)."""
+) -> list[tuple[int, int, int, bytes | None]]:
+    """(offset, due, priority, key) of the new records of a partition that
+    enter the group's state without a lease: those passed over before the
+    last one taken, and the delayed ones in the run right after it (the
+    cursor moves past them)."""
     last = max((o for p, o in chosen if p == partition), default=0)
     out = []
-    for offset, due, minus, record in marked:
+    for offset, due, minus, record, key in marked:
         if (partition, offset) in chosen:
             continue
         if offset > last and record is not None:
             break
-        out.append((offset, due, -minus))
+        out.append((offset, due, -minus, key))
     return out

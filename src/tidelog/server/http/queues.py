@@ -84,9 +84,11 @@ async def open_queue(request: Request) -> Response:
     body = parse_json(raw) if raw.strip() else {}
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
-    no_unknown(body, {"max_deliveries", "dead_letter", "start"})
+    no_unknown(body, {"max_deliveries", "dead_letter", "start", "ordering"})
     int_field(body, "max_deliveries", 1, MAX_DELIVERIES, default=None)  # stored as JSON: keep it small
-    options = {k: body[k] for k in ("max_deliveries", "dead_letter", "start") if body.get(k) is not None}
+    options = {
+        k: body[k] for k in ("max_deliveries", "dead_letter", "start", "ordering") if body.get(k) is not None
+    }
     queue = await ctx.run(ctx.queue, topic, group, options)
     return json_response(
         {
@@ -94,6 +96,7 @@ async def open_queue(request: Request) -> Response:
             "group": group,
             "max_deliveries": queue.max_deliveries,
             "dead_letter": queue.dead_letter,
+            "ordering": queue.ordering,
         }
     )
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from ...errors import LeaseLost, UnknownGroup, UnknownTopic
 from ..base import ACK, EXTEND, RELEASE, AppendBatch, Leased, QueueStats, Settle
-from ..leasing import mark_new, to_park
+from ..leasing import Picking, to_park
 from .base import _APPEND, PostgresBase, _append_params, _PartitionGone, one, stored
 
 # Serialises the calls that take new records or move a cursor, per group and topic.
@@ -39,8 +39,12 @@ _DUE = """
 SELECT p.i - 1, s."offset", s.due, s.seq, s.deliveries, s.priority
 FROM unnest(%(pids)s::bigint[]) WITH ORDINALITY AS p(pid, i)
 CROSS JOIN LATERAL (
-    SELECT "offset", due, seq, deliveries, priority FROM tidelog_queue_state
+    SELECT "offset", due, seq, deliveries, priority FROM tidelog_queue_state s
     WHERE grp = %(grp)s AND pid = p.pid AND due <= %(now)s
+      -- ordering "key": only the earliest record of its key still in the group
+      AND (NOT %(ordered)s OR okey IS NULL OR NOT EXISTS (
+        SELECT FROM tidelog_queue_state k
+        WHERE k.grp = %(grp)s AND k.pid = p.pid AND k.okey = s.okey AND k."offset" < s."offset"))
     ORDER BY priority DESC, due, seq, "offset" LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ) s
@@ -90,24 +94,31 @@ SELECT pid, "offset", ts, value, text, meta FROM r
 # (the cursor of a Redis group was moved back) is taken afresh.
 _TAKE_NEW = """
 WITH v AS (
-    SELECT pid, "offset", %(deadline)s::bigint AS due, 1 AS deliveries, receipt, priority
-    FROM unnest(%(pids)s::bigint[], %(offsets)s::bigint[], %(receipts)s::text[], %(priorities)s::smallint[])
-        AS l(pid, "offset", receipt, priority)
+    SELECT pid, "offset", %(deadline)s::bigint AS due, 1 AS deliveries, receipt, priority, okey
+    FROM unnest(%(pids)s::bigint[], %(offsets)s::bigint[], %(receipts)s::text[], %(priorities)s::smallint[],
+                %(okeys)s::bytea[])
+        AS l(pid, "offset", receipt, priority, okey)
     UNION ALL
-    SELECT pid, "offset", due, 0, NULL, priority
+    SELECT pid, "offset", due, 0, NULL, priority, okey
     FROM unnest(%(delayed_pids)s::bigint[], %(delayed_offsets)s::bigint[], %(dues)s::bigint[],
-                %(delayed_priorities)s::smallint[])
-        AS d(pid, "offset", due, priority)
+                %(delayed_priorities)s::smallint[], %(delayed_okeys)s::bytea[])
+        AS d(pid, "offset", due, priority, okey)
 ), s AS (
-    INSERT INTO tidelog_queue_state (grp, pid, "offset", due, deliveries, receipt, priority)
-    SELECT %(grp)s, pid, "offset", due, deliveries, receipt, priority FROM v
+    INSERT INTO tidelog_queue_state (grp, pid, "offset", due, deliveries, receipt, priority, okey)
+    SELECT %(grp)s, pid, "offset", due, deliveries, receipt, priority, okey FROM v
     ON CONFLICT (grp, pid, "offset") DO UPDATE SET due = excluded.due, seq = 0, deliveries = excluded.deliveries,
-        priority = excluded.priority,
+        priority = excluded.priority, okey = excluded.okey,
         receipt = excluded.receipt, consumer = NULL, delivered = NULL
 )
 INSERT INTO tidelog_queue_cursors (grp, pid, scanned)
 SELECT %(grp)s, pid, max("offset") FROM v GROUP BY pid
 ON CONFLICT (grp, pid) DO UPDATE SET scanned = greatest(tidelog_queue_cursors.scanned, excluded.scanned)
+"""
+
+# Of the keys of new records, those with a record in the group's state.
+_BLOCKED = """
+SELECT DISTINCT s.pid, s.okey FROM unnest(%(pids)s::bigint[], %(okeys)s::bytea[]) AS v(pid, okey)
+JOIN tidelog_queue_state s ON s.grp = %(grp)s AND s.pid = v.pid AND s.okey = v.okey
 """
 
 _NEXT_DUE = """
@@ -247,14 +258,21 @@ class PostgresQueues(PostgresBase):
         *,
         priority_of: Callable[[bytes | None], int] | None = None,
         window: int = 0,
+        key_of: Callable[[bytes | None], bytes | None] | None = None,
     ) -> tuple[list[Leased], int | None]:
         topic_id, pids = self._topic_pids(topic)
         deadline = now + lease_ms
-        params = {"grp": group, "pids": list(pids), "now": now, "limit": limit, "window": max(limit, window)}
+        params = {
+            "grp": group,
+            "pids": list(pids),
+            "now": now,
+            "limit": limit,
+            "window": max(limit, window),
+            "ordered": key_of is not None,
+        }
+        picking = Picking(now, due_of, priority_of, key_of)
         try:
-            return self._lease_batch(
-                params, topic_id, pids, now, limit, deadline, due_of, priority_of, new_receipt
-            )
+            return self._lease_batch(params, topic_id, pids, limit, deadline, picking, new_receipt)
         except _NoGroup:
             raise self._no_group(group, topic) from None
 
@@ -263,11 +281,9 @@ class PostgresQueues(PostgresBase):
         params: dict[str, Any],
         topic_id: int,
         pids: tuple[int, ...],
-        now: int,
         limit: int,
         deadline: int,
-        due_of: Callable[[int, bytes | None], int],
-        priority_of: Callable[[bytes | None], int] | None,
+        picking: Picking,
         new_receipt: Callable[[], str],
     ) -> tuple[list[Leased], int | None]:
         group = params["grp"]
@@ -277,16 +293,25 @@ class PostgresQueues(PostgresBase):
             fresh_rows = conn.execute(_FRESH, params, binary=True)
             if lock.fetchone() is None:
                 raise _NoGroup
-            # candidates: (-priority, due, seq, partition, offset, deliveries, record or None)
+            # as tidelog.store.leasing says
             candidates: list[tuple[Any, ...]] = [
-                (-r, due, q, p, o, n, None) for p, o, due, q, n, r in due_rows
+                (-r, due, q, p, o, n, None, None) for p, o, due, q, n, r in due_rows
             ]
             # per partition: the new records in offset order, (offset, ts, value, meta)
             rows: dict[int, list[tuple[Any, ...]]] = {}
             for partition, offset, ts, value, text, meta in fresh_rows:
                 rows.setdefault(partition, []).append((offset, ts, stored(value, text), meta))
+            blocked: dict[int, set[bytes]] = {partition: set() for partition in rows}
+            asked = [(pids[partition], k) for partition, part in rows.items() for k in picking.keys(part)]
+            if asked:
+                # Keys with a record waiting or in flight in the group: theirs come first.
+                partition_of = {pid: i for i, pid in enumerate(pids)}
+                for pid, okey in conn.execute(
+                    _BLOCKED, {"grp": group, "pids": [a[0] for a in asked], "okeys": [a[1] for a in asked]}
+                ):
+                    blocked[partition_of[pid]].add(bytes(okey))
             fresh = {
-                partition: mark_new(part, now, due_of, priority_of, partition, candidates)
+                partition: picking.mark_new(part, partition, blocked[partition], candidates)
                 for partition, part in rows.items()
             }
             candidates.sort(key=lambda c: c[:5])
@@ -295,21 +320,33 @@ class PostgresQueues(PostgresBase):
             # Statement parameters, a list a column: leases again, new
             # leases, and records parked (pids, offsets, receipts or dues, priorities).
             again: tuple[list[int], list[int], list[str]] = ([], [], [])
-            leased: tuple[list[int], list[int], list[str], list[int]] = ([], [], [], [])
-            parked: tuple[list[int], list[int], list[int], list[int]] = ([], [], [], [])
+            leased: tuple[list[int], list[int], list[str], list[int], list[bytes | None]] = (
+                [],
+                [],
+                [],
+                [],
+                [],
+            )
+            parked: tuple[list[int], list[int], list[int], list[int], list[bytes | None]] = (
+                [],
+                [],
+                [],
+                [],
+                [],
+            )
             receipts: dict[tuple[int, int], str] = {}
-            for minus, _, _, partition, offset, _, record in taken:
+            for minus, _, _, partition, offset, _, record, key in taken:
                 receipt = receipts[partition, offset] = new_receipt()
                 if record is None:
                     _append_row(again, pids[partition], offset, receipt)
                 else:
-                    _append_row(leased, pids[partition], offset, receipt, -minus)
+                    _append_row(leased, pids[partition], offset, receipt, -minus, key)
             # Records passed over or delayed before the last one taken enter
             # the state; the cursor follows.
             chosen = set(receipts)
             for partition, marked in fresh.items():
-                for offset, due, priority in to_park(marked, partition, chosen):
-                    _append_row(parked, pids[partition], offset, due, priority)
+                for offset, due, priority, key in to_park(marked, partition, chosen):
+                    _append_row(parked, pids[partition], offset, due, priority, key)
 
             leased_again = None
             if again[0]:
@@ -334,10 +371,12 @@ class PostgresQueues(PostgresBase):
                         "offsets": leased[1],
                         "receipts": leased[2],
                         "priorities": leased[3],
+                        "okeys": leased[4],
                         "delayed_pids": parked[0],
                         "delayed_offsets": parked[1],
                         "dues": parked[2],
                         "delayed_priorities": parked[3],
+                        "delayed_okeys": parked[4],
                     },
                 )
             # When waiting ends (only asked when the batch may come out short).
@@ -348,7 +387,7 @@ class PostgresQueues(PostgresBase):
             next_due = one(next_due_row)[0] if next_due_row is not None else None
 
         out: list[Leased] = []
-        for _, _, _, partition, offset, deliveries, fresh_record in taken:
+        for _, _, _, partition, offset, deliveries, fresh_record, _ in taken:
             got = fresh_record if fresh_record is not None else records.get((pids[partition], offset))
             if got is None:  # removed by trim or retention meanwhile: nothing to deliver
                 continue

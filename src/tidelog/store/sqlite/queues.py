@@ -15,7 +15,7 @@ from typing import Any
 
 from ...errors import LeaseLost, UnknownTopic
 from ..base import ACK, EXTEND, RELEASE, AppendBatch, Leased, QueueStats, Settle
-from ..leasing import mark_new, neg_priority, to_park
+from ..leasing import Picking, to_park
 from .base import SQLiteBase
 
 OFFSET_BITS = 40
@@ -24,8 +24,12 @@ OFFSET_SPAN = 1 << OFFSET_BITS
 
 _CANDIDATES = """
 SELECT * FROM (
-    SELECT 0, offset, due, deliveries, seq, priority FROM queue_state
-    WHERE grp = ?1 AND pid = ?2 AND due <= ?3 ORDER BY priority DESC, due, seq, offset LIMIT ?4)
+    SELECT 0, offset, due, deliveries, seq, priority FROM queue_state s
+    WHERE grp = ?1 AND pid = ?2 AND due <= ?3
+      -- ordering "key" (?8): only the earliest record of its key still in the group
+      AND (NOT ?8 OR okey IS NULL OR NOT EXISTS (
+        SELECT 1 FROM queue_state k WHERE k.grp = ?1 AND k.pid = ?2 AND k.okey = s.okey AND k.offset < s.offset))
+    ORDER BY priority DESC, due, seq, offset LIMIT ?4)
 UNION ALL
 SELECT * FROM (
     SELECT 1, id - ?5, ts, value, meta, NULL FROM records
@@ -99,34 +103,50 @@ class SQLiteQueues(SQLiteBase):
         *,
         priority_of: Callable[[bytes | None], int] | None = None,
         window: int = 0,
+        key_of: Callable[[bytes | None], bytes | None] | None = None,
     ) -> tuple[list[Leased], int | None]:
         _, pids = self._all_pids(topic) if topic not in self._pids else self._pids[topic]
         deadline = now + lease_ms
         window = max(limit, window)
+        picking = Picking(now, due_of, priority_of, key_of)
+        ordered = key_of is not None
         if limit == 1 and len(pids) == 1:
             lease = self._receive_next(group, pids[0], now, deadline, new_receipt(), window)
             if lease is not None:
                 return [lease], None
         with self._write() as db:
-            # candidates: (-priority, due, seq, partition, offset, deliveries, record or None)
-            candidates: list[tuple[Any, ...]] = []
+            candidates: list[tuple[Any, ...]] = []  # as tidelog.store.leasing says
             fresh: dict[int, list[tuple[Any, ...]]] = {}
             for partition, pid in enumerate(pids):
                 lo = pid << OFFSET_BITS
                 # One statement: what is due in queue_state, then the records
                 # past the cursor (kind 0 and 1 rows).
                 rows = []
-                for row in db.execute(_CANDIDATES, (group, pid, now, limit, lo, lo + OFFSET_SPAN, window)):
+                for row in db.execute(
+                    _CANDIDATES, (group, pid, now, limit, lo, lo + OFFSET_SPAN, window, ordered)
+                ):
                     if row[0] == 0:
-                        candidates.append((-row[5], row[2], row[4], partition, row[1], row[3], None))
+                        candidates.append((-row[5], row[2], row[4], partition, row[1], row[3], None, None))
                     else:
                         rows.append(row[1:5])
-                fresh[partition] = mark_new(rows, now, due_of, priority_of, partition, candidates)
+                blocked: set[bytes] = set()
+                keys = picking.keys(rows)
+                if keys:
+                    # Keys with a record waiting or in flight in the group: theirs come first.
+                    marks = ",".join("?" * len(keys))
+                    blocked.update(
+                        k
+                        for (k,) in db.execute(
+                            f"SELECT DISTINCT okey FROM queue_state WHERE grp = ? AND pid = ? AND okey IN ({marks})",
+                            (group, pid, *keys),
+                        )
+                    )
+                fresh[partition] = picking.mark_new(rows, partition, blocked, candidates)
             candidates.sort(key=lambda c: c[:5])
             taken = candidates[:limit]
             chosen = {(c[3], c[4]) for c in taken}
             out: list[Leased] = []
-            for _, _, _, partition, offset, deliveries, record in taken:
+            for _, _, _, partition, offset, deliveries, record, key in taken:
                 pid = pids[partition]
                 receipt = new_receipt()
                 if record is None:
@@ -147,9 +167,9 @@ class SQLiteQueues(SQLiteBase):
                     )
                 else:
                     db.execute(
-                        "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt, priority) "
-                        "VALUES (?, ?, ?, ?, 1, ?, ?)",
-                        (group, pid, offset, deadline, receipt, -neg_priority(record, priority_of)),
+                        "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt, priority, okey) "
+                        "VALUES (?, ?, ?, ?, 1, ?, ?, ?)",
+                        (group, pid, offset, deadline, receipt, -picking.neg_priority(record), key),
                     )
                 out.append(
                     Leased(
@@ -161,11 +181,11 @@ class SQLiteQueues(SQLiteBase):
             # for their turn by priority); the insert trigger moves the cursor.
             for partition, marked in fresh.items():
                 pid = pids[partition]
-                for offset, due, priority in to_park(marked, partition, chosen):
+                for offset, due, priority, key in to_park(marked, partition, chosen):
                     db.execute(
-                        "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt, priority) "
-                        "VALUES (?, ?, ?, ?, 0, NULL, ?)",
-                        (group, pid, offset, due, priority),
+                        "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt, priority, okey) "
+                        "VALUES (?, ?, ?, ?, 0, NULL, ?, ?)",
+                        (group, pid, offset, due, priority, key),
                     )
             next_due = None
             if len(out) < limit:
