@@ -58,13 +58,20 @@ class Jobs:
         backoff: float = 1.0,
         max_backoff: float = 300.0,
         group: str | None = None,
+        ordering: str | None = None,
     ):
+        # ordering="key": jobs enqueued with the same key never run at once
+        # and run in the order enqueued (a retry holds the key's later jobs back).
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidRequest(f"concurrency must be an integer >= 1, got {concurrency!r}")
         if not (isinstance(backoff, (int, float)) and backoff >= 0 and max_backoff >= backoff):
             raise InvalidRequest("backoff must be >= 0 and max_backoff >= backoff")
         self.queue = log.queue(
-            queue, group=group, visibility_timeout=visibility_timeout, max_deliveries=max_deliveries
+            queue,
+            group=group,
+            visibility_timeout=visibility_timeout,
+            max_deliveries=max_deliveries,
+            ordering=ordering,
         )
         self.concurrency = concurrency
         self.backoff = float(backoff)

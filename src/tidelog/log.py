@@ -296,7 +296,9 @@ class Log:
 
         Options: visibility_timeout (s, default 30), max_deliveries (default
         5), dead_letter (default "<topic>.dlq"), start ("earliest" or
-        "latest"). A missing topic is created, as a send does.
+        "latest"), ordering ("none", or "key": a key's records one at a time,
+        in offset order; stored with the group, which keeps it). A missing
+        topic is created, as a send does.
         """
         return Queue(self, topic, group, **options)
 
