@@ -24,6 +24,7 @@ from .errors import (
 )
 from .groups import Group, GroupConsumer
 from .notify import AppendNotifier, Listener, long_poll
+from .outbox import Transaction
 from .partitioner import partition_for_key
 from .positions import check_auto_reset, reset_position
 from .queues import Queue
@@ -301,6 +302,19 @@ class Log:
         topic is created, as a send does.
         """
         return Queue(self, topic, group, **options)
+
+    def transaction(self, conn: Any) -> Transaction:
+        """Send inside the application's own transaction on `conn` (the outbox):
+
+            with log.transaction(conn) as tx:
+                conn.execute(...)            # the application's change
+                tx.send("topic", value)      # exists iff that change commits
+
+        `conn` is a `sqlite3.Connection` to this log's file, or a psycopg
+        connection to this log's PostgreSQL database and schema. See
+        `tidelog.outbox`.
+        """
+        return Transaction(self, conn)
 
     def groups(self) -> list[str]:
         """The names of every group, stream and queue."""

@@ -227,6 +227,21 @@ def dedup_write(log: Log, topic: str, dedup_id: str) -> tuple[str, int]:
     return dedup_txn(topic, dedup_id), max(1, log.clock() - window)
 
 
+def queue_headers(headers: Any, now: int, *, delay: float = 0, priority: int = 0) -> Any:
+    """`headers` with the queue's own added: a delay's due time (`now` + delay
+    seconds) and a priority. Unchanged when neither is asked."""
+    delay = _seconds("delay", delay)
+    check_priority(priority)
+    if not delay and not priority:
+        return headers
+    pairs = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
+    if delay:
+        pairs.append((DELIVER_AT, str(now + int(delay * 1000))))
+    if priority:
+        pairs.append((PRIORITY, str(priority)))
+    return pairs
+
+
 def _new_receipt() -> str:
     return secrets.token_hex(12)
 
@@ -268,17 +283,7 @@ class Queue:
     # sending -------------------------------------------------------------------
 
     def _delay_headers(self, headers: Any, delay: float, priority: int = 0) -> Any:
-        """The headers with the queue's own: a delay's due time, a priority."""
-        delay = _seconds("delay", delay)
-        check_priority(priority)
-        if not delay and not priority:
-            return headers
-        pairs = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
-        if delay:
-            pairs.append((DELIVER_AT, str(self.log.clock() + int(delay * 1000))))
-        if priority:
-            pairs.append((PRIORITY, str(priority)))
-        return pairs
+        return queue_headers(headers, self.log.clock(), delay=delay, priority=priority)
 
     def send(
         self,

@@ -17,7 +17,14 @@ import pytest
 import tidelog
 from conftest import need_service  # tests/conftest.py (pytest puts tests/ on sys.path)
 from pgschema import postgres_schema
-from tidelog.store.base import Cleanable, CleansRemotely, GroupStore, NamedConsumers, QueueStore
+from tidelog.store.base import (
+    Cleanable,
+    CleansRemotely,
+    GroupStore,
+    NamedConsumers,
+    QueueStore,
+    Transactional,
+)
 
 
 class FollowClock:
@@ -86,6 +93,7 @@ FEATURES: dict[str, Any] = {
     "retention": (Cleanable, CleansRemotely),  # CleansRemotely: a store whose server cleans
     "txn": "append_many:txn",
     "streams": NamedConsumers,
+    "outbox": Transactional,
 }
 
 

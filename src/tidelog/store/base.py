@@ -20,6 +20,7 @@ capability (`NamedConsumers`, `Cleanable`, `CleansRemotely`, `Watchable`,
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -536,6 +537,24 @@ class NamedConsumers(Protocol):
 
     def queue_delete_consumer(self, group: str, topic: str, name: str) -> int:
         """Forget a consumer and drop its leases; returns how many it held."""
+
+
+@runtime_checkable
+class Transactional(Protocol):
+    """A store that appends inside the application's own transaction, on the
+    application's own connection to the same database (the outbox pattern):
+    the records exist if and only if that transaction commits."""
+
+    def transaction(self, conn: Any) -> AbstractContextManager[None]:
+        """A transaction on `conn`: begun here (or joined when one is open
+        already: its owner commits), committed on a clean exit, rolled back
+        on an exception. InvalidRequest, nothing done, when `conn` is not a
+        connection of this store's driver to this store's database."""
+
+    def append_in(self, conn: Any, batches: Sequence[AppendBatch]) -> list[int]:
+        """Append inside the transaction open on `conn` (`transaction`);
+        first offsets as `append_many`. Offsets stay dense: the partition is
+        held until the transaction ends, and a rollback takes them back."""
 
 
 @runtime_checkable

@@ -8,11 +8,12 @@ transactions, the partition-id cache); `SQLiteStore` composes them.
 
 from __future__ import annotations
 
-from ..base import Cleanable, NamedConsumers, Reclaimable, Store, Watchable
+from ..base import Cleanable, NamedConsumers, Reclaimable, Store, Transactional, Watchable
 from .base import SQLiteBase, path_from_url
 from .consumers import SQLiteConsumers
 from .groups import SQLiteGroups
 from .log import SQLiteLog
+from .outbox import SQLiteOutbox
 from .queues import SQLiteQueues
 from .retention import SQLiteRetention
 
@@ -23,11 +24,13 @@ class SQLiteStore(
     SQLiteConsumers,
     SQLiteGroups,
     SQLiteRetention,
+    SQLiteOutbox,
     Store,
     NamedConsumers,
     Cleanable,
     Watchable,
     Reclaimable,
+    Transactional,
 ):
     """The Store protocol on one SQLite file (or :memory:)."""
 
