@@ -19,6 +19,7 @@ from .config import check_int, check_name
 from .errors import ConfigurationError, GroupConflict, InvalidRequest, LeaseLost
 from .notify import long_poll
 from .records import (
+    F_HEADERS,
     BatchSent,
     Headers,
     Message,
@@ -30,6 +31,7 @@ from .records import (
     encode_headers,
     encode_meta,
     make_message,
+    meta_key,
 )
 from .store.base import (
     ACK,
@@ -165,6 +167,8 @@ def queue_stats(log: Log, topic: str, group: str) -> QueueStats:
 
 def _due_of(timestamp: int, meta: bytes | None) -> int:
     """When a new record becomes available to queue groups."""
+    if meta is None or not meta[0] & F_HEADERS:
+        return timestamp  # no headers, no delay: the common case, without decoding
     headers = decode_meta(meta)[2]
     if headers:
         for name, value in decode_headers(headers):
@@ -178,6 +182,8 @@ def _due_of(timestamp: int, meta: bytes | None) -> int:
 
 def _priority_of(meta: bytes | None) -> int:
     """A new record's priority, from its header (0 without one)."""
+    if meta is None or not meta[0] & F_HEADERS:
+        return 0
     headers = decode_meta(meta)[2]
     if headers:
         for name, value in decode_headers(headers):
@@ -187,11 +193,6 @@ def _priority_of(meta: bytes | None) -> int:
                 except ValueError:
                     break
     return 0
-
-
-def _key_of(meta: bytes | None) -> bytes | None:
-    """A new record's key, for a group ordered by key."""
-    return decode_meta(meta)[1]
 
 
 def check_priority(priority: Any) -> int:
@@ -437,7 +438,7 @@ class Queue:
                 _new_receipt,
                 priority_of=_priority_of,
                 window=PRIORITY_WINDOW,
-                key_of=_key_of if self.ordering == "key" else None,
+                key_of=meta_key if self.ordering == "key" else None,
             )
             dead = 0
             for lease in leased:

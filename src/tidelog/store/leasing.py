@@ -26,9 +26,9 @@ class Picking:
         """The record's ordering key: None in an unordered group, or without a key."""
         return self.key_of(record[3]) if self.key_of is not None and record[3] is not None else None
 
-    def keys(self, rows: list[tuple[Any, ...]]) -> list[bytes]:
-        """The distinct ordering keys of new records."""
-        return list({k for k in map(self.key, rows) if k is not None})
+    def keys(self, rows: list[tuple[Any, ...]]) -> list[bytes | None]:
+        """The ordering key of each new record (all None in an unordered group)."""
+        return [None] * len(rows) if self.key_of is None else list(map(self.key, rows))
 
     def neg_priority(self, record: tuple[Any, ...]) -> int:
         """Minus the priority of a new record."""
@@ -37,22 +37,29 @@ class Picking:
     def mark_new(
         self,
         rows: list[tuple[Any, ...]],
+        keys: list[bytes | None],
         partition: int,
         blocked: set[bytes],
         candidates: list[tuple[Any, ...]],
+        limit: int,
     ) -> list[tuple[Any, ...]]:
-        """New records of one partition, in offset order, as (offset, due,
-        -priority, record or None when delayed, key); the deliverable ones
-        are added to `candidates`. `blocked` holds the keys that have an
-        earlier record waiting or in flight in the group: a record of such a
-        key is not a candidate, and neither is any record after the first
-        of its key here."""
+        """New records of one partition, in offset order, and their `keys`,
+        as (offset, due, -priority, record or None when delayed, key); the
+        deliverable ones are added to `candidates`. `blocked` holds the keys
+        that have an earlier record waiting or in flight in the group: a
+        record of such a key is not a candidate, and neither is any record
+        after the first of its key here.
+
+        Past the first `limit` records the window only matters for what may
+        go first (a priority) or what a blocked key leaves to others (an
+        ordered group); without either, the rest is not looked at."""
+        minus_of = [self.neg_priority(row) for row in rows]
+        if self.key_of is None and len(rows) > limit and not any(minus_of[limit:]):
+            rows = rows[:limit]
         running = 0
         marked: list[tuple[Any, ...]] = []
-        for row in rows:
+        for row, minus, key in zip(rows, minus_of, keys):
             due = row[1] if row[3] is None else self.due_of(row[1], row[3])
-            minus = self.neg_priority(row)
-            key = self.key(row)
             if due > self.now:
                 marked.append((row[0], due, minus, None, key))  # delayed: not yet deliverable
             else:

@@ -302,7 +302,12 @@ class PostgresQueues(PostgresBase):
             for partition, offset, ts, value, text, meta in fresh_rows:
                 rows.setdefault(partition, []).append((offset, ts, stored(value, text), meta))
             blocked: dict[int, set[bytes]] = {partition: set() for partition in rows}
-            asked = [(pids[partition], k) for partition, part in rows.items() for k in picking.keys(part)]
+            row_keys = {partition: picking.keys(part) for partition, part in rows.items()}
+            asked = [
+                (pids[partition], k)
+                for partition, keys in row_keys.items()
+                for k in {k for k in keys if k is not None}
+            ]
             if asked:
                 # Keys with a record waiting or in flight in the group: theirs come first.
                 partition_of = {pid: i for i, pid in enumerate(pids)}
@@ -311,7 +316,9 @@ class PostgresQueues(PostgresBase):
                 ):
                     blocked[partition_of[pid]].add(bytes(okey))
             fresh = {
-                partition: picking.mark_new(part, partition, blocked[partition], candidates)
+                partition: picking.mark_new(
+                    part, row_keys[partition], partition, blocked[partition], candidates, limit
+                )
                 for partition, part in rows.items()
             }
             candidates.sort(key=lambda c: c[:5])

@@ -130,7 +130,8 @@ class SQLiteQueues(SQLiteBase):
                     else:
                         rows.append(row[1:5])
                 blocked: set[bytes] = set()
-                keys = picking.keys(rows)
+                row_keys = picking.keys(rows)
+                keys = list({k for k in row_keys if k is not None})
                 if keys:
                     # Keys with a record waiting or in flight in the group: theirs come first.
                     marks = ",".join("?" * len(keys))
@@ -141,7 +142,7 @@ class SQLiteQueues(SQLiteBase):
                             (group, pid, *keys),
                         )
                     )
-                fresh[partition] = picking.mark_new(rows, partition, blocked, candidates)
+                fresh[partition] = picking.mark_new(rows, row_keys, partition, blocked, candidates, limit)
             candidates.sort(key=lambda c: c[:5])
             taken = candidates[:limit]
             chosen = {(c[3], c[4]) for c in taken}
