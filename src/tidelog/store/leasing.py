@@ -39,26 +39,36 @@ class Picking:
         rows: list[tuple[Any, ...]],
         keys: list[bytes | None],
         partition: int,
-        blocked: set[bytes],
+        held: Callable[[list[bytes]], set[bytes]],
         candidates: list[tuple[Any, ...]],
         limit: int,
     ) -> list[tuple[Any, ...]]:
         """New records of one partition, in offset order, and their `keys`,
         as (offset, due, -priority, record or None when delayed, key); the
-        deliverable ones are added to `candidates`. `blocked` holds the keys
-        that have an earlier record waiting or in flight in the group: a
-        record of such a key is not a candidate, and neither is any record
+        deliverable ones are added to `candidates`. `held(keys)` says which
+        of `keys` have a record waiting or in flight in the group (the
+        store's query; asked a few keys at a time, as the scan needs them):
+        a record of such a key is not a candidate, and neither is any record
         after the first of its key here.
 
-        Past the first `limit` records the window only matters for what may
-        go first (a priority) or what a blocked key leaves to others (an
-        ordered group); without either, the rest is not looked at."""
+        Without a priority among them, records past the first `limit`
+        candidates cannot be taken (the batch is full of older ones), so
+        they are not looked at."""
         minus_of = [self.neg_priority(row) for row in rows]
-        if self.key_of is None and len(rows) > limit and not any(minus_of[limit:]):
-            rows = rows[:limit]
+        # Where the records with a priority end: past it, stop at `limit` candidates.
+        ranked = max((i for i, m in enumerate(minus_of) if m), default=-1)
+        found = 0
         running = 0
         marked: list[tuple[Any, ...]] = []
-        for row, minus, key in zip(rows, minus_of, keys):
+        blocked: set[bytes] = set()
+        asked: set[bytes] = set()
+        for i, (row, minus, key) in enumerate(zip(rows, minus_of, keys)):
+            if found >= limit and i > ranked:
+                break
+            if key is not None and key not in asked:
+                ask = {k for k in keys[i : i + max(limit, 8)] if k is not None} - asked
+                blocked |= held(list(ask))
+                asked |= ask
             due = row[1] if row[3] is None else self.due_of(row[1], row[3])
             if due > self.now:
                 marked.append((row[0], due, minus, None, key))  # delayed: not yet deliverable
@@ -68,6 +78,7 @@ class Picking:
                 marked.append((row[0], running, minus, row, key))
                 if key is None or key not in blocked:
                     candidates.append((minus, running, 0, partition, row[0], 0, row, key))
+                    found += 1
             if key is not None:
                 blocked.add(key)  # later records of the key wait for this one
         return marked

@@ -21,6 +21,7 @@ writer gave for free:
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -301,23 +302,20 @@ class PostgresQueues(PostgresBase):
             rows: dict[int, list[tuple[Any, ...]]] = {}
             for partition, offset, ts, value, text, meta in fresh_rows:
                 rows.setdefault(partition, []).append((offset, ts, stored(value, text), meta))
-            blocked: dict[int, set[bytes]] = {partition: set() for partition in rows}
-            row_keys = {partition: picking.keys(part) for partition, part in rows.items()}
-            asked = [
-                (pids[partition], k)
-                for partition, keys in row_keys.items()
-                for k in {k for k in keys if k is not None}
-            ]
-            if asked:
+
+            def held(keys: list[bytes], pid: int) -> set[bytes]:
                 # Keys with a record waiting or in flight in the group: theirs come first.
-                partition_of = {pid: i for i, pid in enumerate(pids)}
-                for pid, okey in conn.execute(
-                    _BLOCKED, {"grp": group, "pids": [a[0] for a in asked], "okeys": [a[1] for a in asked]}
-                ):
-                    blocked[partition_of[pid]].add(bytes(okey))
+                got = conn.execute(_BLOCKED, {"grp": group, "pids": [pid] * len(keys), "okeys": keys})
+                return {bytes(okey) for _, okey in got}
+
             fresh = {
                 partition: picking.mark_new(
-                    part, row_keys[partition], partition, blocked[partition], candidates, limit
+                    part,
+                    picking.keys(part),
+                    partition,
+                    functools.partial(held, pid=pids[partition]),
+                    candidates,
+                    limit,
                 )
                 for partition, part in rows.items()
             }

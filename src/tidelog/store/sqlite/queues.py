@@ -129,20 +129,21 @@ class SQLiteQueues(SQLiteBase):
                         candidates.append((-row[5], row[2], row[4], partition, row[1], row[3], None, None))
                     else:
                         rows.append(row[1:5])
-                blocked: set[bytes] = set()
-                row_keys = picking.keys(rows)
-                keys = list({k for k in row_keys if k is not None})
-                if keys:
+
+                def held(keys: list[bytes], pid: int = pid) -> set[bytes]:
                     # Keys with a record waiting or in flight in the group: theirs come first.
                     marks = ",".join("?" * len(keys))
-                    blocked.update(
+                    return {
                         k
                         for (k,) in db.execute(
                             f"SELECT DISTINCT okey FROM queue_state WHERE grp = ? AND pid = ? AND okey IN ({marks})",
                             (group, pid, *keys),
                         )
-                    )
-                fresh[partition] = picking.mark_new(rows, row_keys, partition, blocked, candidates, limit)
+                    }
+
+                fresh[partition] = picking.mark_new(
+                    rows, picking.keys(rows), partition, held, candidates, limit
+                )
             candidates.sort(key=lambda c: c[:5])
             taken = candidates[:limit]
             chosen = {(c[3], c[4]) for c in taken}
