@@ -9,6 +9,7 @@ the records waiting now, `delay=` schedules it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 from collections.abc import Sequence
@@ -55,6 +56,7 @@ DELIVER_AT = "tidelog-deliver-at"
 # the available records of higher priority first; stream groups see the
 # record unchanged. No header means 0.
 PRIORITY = "tidelog-priority"
+_PRIORITY = PRIORITY.encode()
 MAX_PRIORITY = 9
 # How many new records past a partition's cursor a receive looks at when it
 # picks by priority. Records it looked at and passed over wait in the
@@ -165,10 +167,13 @@ def queue_stats(log: Log, topic: str, group: str) -> QueueStats:
     return log.store.queue_stats(check_name("group", group), check_name("topic", topic), log.clock(), _due_of)
 
 
+_DELIVER_AT = DELIVER_AT.encode()
+
+
 def _due_of(timestamp: int, meta: bytes | None) -> int:
     """When a new record becomes available to queue groups."""
-    if meta is None or not meta[0] & F_HEADERS:
-        return timestamp  # no headers, no delay: the common case, without decoding
+    if meta is None or not meta[0] & F_HEADERS or _DELIVER_AT not in meta:
+        return timestamp  # no delay header: the common case, without decoding
     headers = decode_meta(meta)[2]
     if headers:
         for name, value in decode_headers(headers):
@@ -182,8 +187,15 @@ def _due_of(timestamp: int, meta: bytes | None) -> int:
 
 def _priority_of(meta: bytes | None) -> int:
     """A new record's priority, from its header (0 without one)."""
-    if meta is None or not meta[0] & F_HEADERS:
+    if meta is None or not meta[0] & F_HEADERS or _PRIORITY not in meta:
         return 0
+    return _header_priority(meta)
+
+
+# A receive looks at each record of its window again until the cursor passes
+# it; the records of one sender often share their meta blob too.
+@functools.lru_cache(maxsize=4096)
+def _header_priority(meta: bytes) -> int:
     headers = decode_meta(meta)[2]
     if headers:
         for name, value in decode_headers(headers):
