@@ -26,10 +26,6 @@ class Picking:
         """The record's ordering key: None in an unordered group, or without a key."""
         return self.key_of(record[3]) if self.key_of is not None and record[3] is not None else None
 
-    def keys(self, rows: list[tuple[Any, ...]]) -> list[bytes | None]:
-        """The ordering key of each new record (all None in an unordered group)."""
-        return [None] * len(rows) if self.key_of is None else list(map(self.key, rows))
-
     def neg_priority(self, record: tuple[Any, ...]) -> int:
         """Minus the priority of a new record."""
         return -self.priority_of(record[3]) if self.priority_of is not None and record[3] is not None else 0
@@ -37,14 +33,12 @@ class Picking:
     def mark_new(
         self,
         rows: list[tuple[Any, ...]],
-        keys: list[bytes | None],
         partition: int,
         held: Callable[[list[bytes]], set[bytes]],
         candidates: list[tuple[Any, ...]],
         limit: int,
     ) -> list[tuple[Any, ...]]:
-        """New records of one partition, in offset order, and their `keys`,
-        as (offset, due, -priority, record or None when delayed, key); the
+        """New records of one partition, in offset order, as (offset, due, -priority, record or None when delayed, key); the
         deliverable ones are added to `candidates`. `held(keys)` says which
         of `keys` have a record waiting or in flight in the group (the
         store's query; asked a few keys at a time, as the scan needs them):
@@ -62,11 +56,16 @@ class Picking:
         marked: list[tuple[Any, ...]] = []
         blocked: set[bytes] = set()
         asked: set[bytes] = set()
-        for i, (row, minus, key) in enumerate(zip(rows, minus_of, keys)):
+        keys: dict[int, bytes | None] = {}  # by row index, read as the scan gets there
+        for i, (row, minus) in enumerate(zip(rows, minus_of)):
             if found >= limit and i > ranked:
                 break
+            key = keys[i] if i in keys else self.key(row)
             if key is not None and key not in asked:
-                ask = {k for k in keys[i : i + max(limit, 8)] if k is not None} - asked
+                for j in range(i, min(len(rows), i + max(limit, 8))):
+                    if j not in keys:
+                        keys[j] = self.key(rows[j])
+                ask = {k for k in keys.values() if k is not None} - asked
                 blocked |= held(list(ask))
                 asked |= ask
             due = row[1] if row[3] is None else self.due_of(row[1], row[3])

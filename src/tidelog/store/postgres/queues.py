@@ -311,7 +311,6 @@ class PostgresQueues(PostgresBase):
             fresh = {
                 partition: picking.mark_new(
                     part,
-                    picking.keys(part),
                     partition,
                     functools.partial(held, pid=pids[partition]),
                     candidates,

@@ -141,9 +141,7 @@ class SQLiteQueues(SQLiteBase):
                         )
                     }
 
-                fresh[partition] = picking.mark_new(
-                    rows, picking.keys(rows), partition, held, candidates, limit
-                )
+                fresh[partition] = picking.mark_new(rows, partition, held, candidates, limit)
             candidates.sort(key=lambda c: c[:5])
             taken = candidates[:limit]
             chosen = {(c[3], c[4]) for c in taken}
