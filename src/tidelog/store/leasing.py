@@ -83,6 +83,46 @@ class Picking:
         return marked
 
 
+class HeldKeys:
+    """Which ordering keys have a record in the group's state, per partition.
+
+    `query(pairs)` is the store's statement: of (partition, key) pairs, the
+    ones held. A receive asks once for the first records of every partition
+    (`prefetch`); a scan that goes further asks again, a few keys at a time.
+    """
+
+    def __init__(self, query: Callable[[list[tuple[int, bytes]]], set[tuple[int, bytes]]]):
+        self._query = query
+        self._asked: set[tuple[int, bytes]] = set()
+        self._held: set[tuple[int, bytes]] = set()
+
+    def prefetch(self, picking: Picking, rows: dict[int, list[tuple[Any, ...]]], limit: int) -> None:
+        """Ask at once about the keys of the first records of each partition."""
+        if picking.key_of is None:
+            return
+        pairs = {
+            (partition, key)
+            for partition, part in rows.items()
+            for key in map(picking.key, part[: max(limit, 8)])
+            if key is not None
+        }
+        if pairs:
+            self._held |= self._query(list(pairs))
+            self._asked |= pairs
+
+    def of(self, partition: int) -> Callable[[list[bytes]], set[bytes]]:
+        """`held` for `Picking.mark_new` on one partition."""
+
+        def held(keys: list[bytes]) -> set[bytes]:
+            new = [(partition, k) for k in keys if (partition, k) not in self._asked]
+            if new:
+                self._held |= self._query(new)
+                self._asked.update(new)
+            return {k for k in keys if (partition, k) in self._held}
+
+        return held
+
+
 def to_park(
     marked: list[tuple[Any, ...]], partition: int, chosen: set[tuple[int, int]]
 ) -> list[tuple[int, int, int, bytes | None]]:

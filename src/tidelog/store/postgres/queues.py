@@ -21,14 +21,13 @@ writer gave for free:
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...errors import LeaseLost, UnknownGroup, UnknownTopic
 from ..base import ACK, EXTEND, RELEASE, AppendBatch, Leased, QueueStats, Settle
-from ..leasing import Picking, to_park
+from ..leasing import HeldKeys, Picking, to_park
 from .base import _APPEND, PostgresBase, _append_params, _PartitionGone, one, stored
 
 # Serialises the calls that take new records or move a cursor, per group and topic.
@@ -303,19 +302,20 @@ class PostgresQueues(PostgresBase):
             for partition, offset, ts, value, text, meta in fresh_rows:
                 rows.setdefault(partition, []).append((offset, ts, stored(value, text), meta))
 
-            def held(keys: list[bytes], pid: int) -> set[bytes]:
-                # Keys with a record waiting or in flight in the group: theirs come first.
-                got = conn.execute(_BLOCKED, {"grp": group, "pids": [pid] * len(keys), "okeys": keys})
-                return {bytes(okey) for _, okey in got}
+            partition_of = {pid: i for i, pid in enumerate(pids)}
 
-            fresh = {
-                partition: picking.mark_new(
-                    part,
-                    partition,
-                    functools.partial(held, pid=pids[partition]),
-                    candidates,
-                    limit,
+            def query(pairs: list[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
+                # Keys with a record waiting or in flight in the group: theirs come first.
+                got = conn.execute(
+                    _BLOCKED,
+                    {"grp": group, "pids": [pids[p] for p, _ in pairs], "okeys": [k for _, k in pairs]},
                 )
+                return {(partition_of[pid], bytes(okey)) for pid, okey in got}
+
+            held = HeldKeys(query)
+            held.prefetch(picking, rows, limit)
+            fresh = {
+                partition: picking.mark_new(part, partition, held.of(partition), candidates, limit)
                 for partition, part in rows.items()
             }
             candidates.sort(key=lambda c: c[:5])

@@ -15,7 +15,7 @@ from typing import Any
 
 from ...errors import LeaseLost, UnknownTopic
 from ..base import ACK, EXTEND, RELEASE, AppendBatch, Leased, QueueStats, Settle
-from ..leasing import Picking, to_park
+from ..leasing import HeldKeys, Picking, to_park
 from .base import SQLiteBase
 
 OFFSET_BITS = 40
@@ -116,7 +116,7 @@ class SQLiteQueues(SQLiteBase):
                 return [lease], None
         with self._write() as db:
             candidates: list[tuple[Any, ...]] = []  # as tidelog.store.leasing says
-            fresh: dict[int, list[tuple[Any, ...]]] = {}
+            news: dict[int, list[tuple[Any, ...]]] = {}
             for partition, pid in enumerate(pids):
                 lo = pid << OFFSET_BITS
                 # One statement: what is due in queue_state, then the records
@@ -129,19 +129,28 @@ class SQLiteQueues(SQLiteBase):
                         candidates.append((-row[5], row[2], row[4], partition, row[1], row[3], None, None))
                     else:
                         rows.append(row[1:5])
+                news[partition] = rows
 
-                def held(keys: list[bytes], pid: int = pid) -> set[bytes]:
-                    # Keys with a record waiting or in flight in the group: theirs come first.
-                    marks = ",".join("?" * len(keys))
-                    return {
-                        k
-                        for (k,) in db.execute(
-                            f"SELECT DISTINCT okey FROM queue_state WHERE grp = ? AND pid = ? AND okey IN ({marks})",
-                            (group, pid, *keys),
-                        )
-                    }
+            def query(pairs: list[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
+                # Keys with a record waiting or in flight in the group: theirs come first.
+                values = ",".join("(?, ?)" for _ in pairs)
+                args = [x for partition, key in pairs for x in (pids[partition], key)]
+                return {
+                    (partition_of[pid], key)
+                    for pid, key in db.execute(
+                        "SELECT DISTINCT pid, okey FROM queue_state "
+                        f"WHERE grp = ? AND (pid, okey) IN (VALUES {values})",
+                        (group, *args),
+                    )
+                }
 
-                fresh[partition] = picking.mark_new(rows, partition, held, candidates, limit)
+            partition_of = {pid: i for i, pid in enumerate(pids)}
+            held = HeldKeys(query)
+            held.prefetch(picking, news, limit)
+            fresh = {
+                partition: picking.mark_new(rows, partition, held.of(partition), candidates, limit)
+                for partition, rows in news.items()
+            }
             candidates.sort(key=lambda c: c[:5])
             taken = candidates[:limit]
             chosen = {(c[3], c[4]) for c in taken}
