@@ -62,7 +62,14 @@ def test_send_receive_ack_nack_extend_reject(http):
         "group": "mailer",
         "max_deliveries": 3,
         "dead_letter": "jobs.dlq",
+        "ordering": "none",
     }
+    ordered = http.post("/v1/queues/jobs", params={"group": "fifo"}, json={"ordering": "key"})
+    assert ordered.json()["ordering"] == "key"
+    refused = http.post("/v1/queues/jobs", params={"group": "fifo"}, json={"ordering": "none"})
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "group_conflict"
+    bad = http.post("/v1/queues/jobs", params={"group": "other"}, json={"ordering": "fifo"})
+    assert bad.status_code == 400
     sent = http.post(
         "/v1/queues/jobs/messages",
         params={"group": "mailer"},

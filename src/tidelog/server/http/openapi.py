@@ -560,7 +560,8 @@ def spec() -> dict[str, Any]:
         },
         "/v1/queues/{topic}": {
             "post": _op(
-                "Open a queue group: stores max_deliveries, dead_letter and start on first use, answers the stored ones",
+                "Open a queue group: stores max_deliveries, dead_letter, start and ordering on first use, "
+                "answers the stored ones (another ordering than the stored one: 409 group_conflict)",
                 params=[TOPIC_P, QGROUP],
                 body={
                     "type": "object",
@@ -568,6 +569,10 @@ def spec() -> dict[str, Any]:
                         "max_deliveries": {"type": "integer", "minimum": 1, "maximum": 1 << 31},
                         "dead_letter": NAME,
                         "start": {"enum": ["earliest", "latest"]},
+                        "ordering": {
+                            "enum": ["none", "key"],
+                            "description": "key: a key's records one at a time, in offset order",
+                        },
                     },
                     "additionalProperties": False,
                 },
