@@ -190,12 +190,14 @@ class SQLiteQueues(SQLiteBase):
             # for their turn by priority); the insert trigger moves the cursor.
             for partition, marked in fresh.items():
                 pid = pids[partition]
-                for offset, due, priority, key in to_park(marked, partition, chosen):
-                    db.execute(
-                        "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt, priority, okey) "
-                        "VALUES (?, ?, ?, ?, 0, NULL, ?, ?)",
-                        (group, pid, offset, due, priority, key),
-                    )
+                db.executemany(
+                    "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt, priority, okey) "
+                    "VALUES (?, ?, ?, ?, 0, NULL, ?, ?)",
+                    [
+                        (group, pid, offset, due, priority, key)
+                        for offset, due, priority, key in to_park(marked, partition, chosen)
+                    ],
+                )
             next_due = None
             if len(out) < limit:
                 for pid in pids:
