@@ -52,6 +52,8 @@ def test_passed_over_records_keep_their_place(qlog, clock):
     q.send(b"x", priority=3)
     q.send(b"z")
     assert values(q.receive()) == [b"x"]
+    stats = q.stats()  # a, b, c wait in the group's state now; z past its cursor
+    assert (stats.available, stats.in_flight) == (4, 1)
     clock.advance(1)
     q.send(b"y", priority=3)  # newer, higher: still first
     assert values(q.receive(max_messages=10)) == [b"y", b"a", b"b", b"c", b"z"]
