@@ -2,9 +2,12 @@
 
 Any member may take any record; each record is leased for a visibility
 timeout and then acked, released (nack), delayed or dead-lettered. Progress
-is per record. Records are handed out oldest-available first (available
-time, then offset): a nack puts a record at the front, `back=True` behind
-the records waiting now, `delay=` schedules it.
+is per record. Records are handed out highest priority first, then
+oldest-available (available time, then offset): a nack puts a record at the
+front, `back=True` strictly behind every record waiting now, `delay=`
+schedules it. A group with ordering "key" hands out a key's records one at
+a time, in offset order. Sends may carry a priority and a dedup id; many
+leases settle in one store transaction (`settle_many`).
 """
 
 from __future__ import annotations
