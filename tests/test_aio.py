@@ -158,6 +158,7 @@ NO_IO = {
     "job",
     "stop",
     "retry_delay",
+    "transaction",  # the outbox runs on the application's own (sync) connection
 }
 # A sync generator's twin is an async one: called plainly, walked with `async for`.
 ITERATORS = {"iter"}

@@ -62,7 +62,14 @@ def test_send_receive_ack_nack_extend_reject(http):
         "group": "mailer",
         "max_deliveries": 3,
         "dead_letter": "jobs.dlq",
+        "ordering": "none",
     }
+    ordered = http.post("/v1/queues/jobs", params={"group": "fifo"}, json={"ordering": "key"})
+    assert ordered.json()["ordering"] == "key"
+    refused = http.post("/v1/queues/jobs", params={"group": "fifo"}, json={"ordering": "none"})
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "group_conflict"
+    bad = http.post("/v1/queues/jobs", params={"group": "other"}, json={"ordering": "fifo"})
+    assert bad.status_code == 400
     sent = http.post(
         "/v1/queues/jobs/messages",
         params={"group": "mailer"},
@@ -148,6 +155,55 @@ def test_nack_back_and_delay_and_batch_ack(http):
     assert result["acked"] == 3
     assert [(f["index"], f["error"]["code"]) for f in result["failed"]] == [(3, "lease_lost")]
     assert stats(http)["in_flight"] == 0
+
+
+def test_nack_and_extend_many_receipts_in_one_request(http):
+    http.post("/v1/queues/jobs/messages", json={"records": [{"value": i, "partition": 0} for i in range(5)]})
+    got = receive(http, max=5)
+    acked = http.post("/v1/queues/jobs/ack", json={"receipts": [got[4]["receipt"]]}).json()
+    assert acked == {"acked": 1, "failed": []}
+    tokens = [m["receipt"] for m in got]
+    extended = http.post(
+        "/v1/queues/jobs/extend", json={"receipts": tokens[:2] + [tokens[4]], "seconds": 600}
+    ).json()
+    assert extended["extended"] == 2 and extended["lease_deadline"] > got[0]["lease_deadline"]
+    assert [(f["index"], f["error"]["code"]) for f in extended["failed"]] == [(2, "lease_lost")]
+    assert "already done" in extended["failed"][0]["error"]["message"]
+    released = http.post(
+        "/v1/queues/jobs/nack", json={"receipts": [tokens[2], tokens[0], "forged", tokens[4]], "back": True}
+    ).json()
+    assert released["released"] == 2
+    assert [f["index"] for f in released["failed"]] == [2, 3]
+    # 2 and 0 went to the back in the order given; 1 and 3 are still leased
+    assert [m["value"] for m in receive(http, max=10)] == [2, 0]
+    bad = http.post("/v1/queues/jobs/nack", json={"receipts": [], "back": True})
+    assert bad.status_code == 400
+    bad = http.post("/v1/queues/jobs/extend", json={"receipts": [tokens[1]], "seconds": -1})
+    assert bad.status_code == 400
+    assert stats(http)["in_flight"] == 4
+
+
+def test_send_with_priority(http):
+    http.post("/v1/queues/jobs/messages", json={"records": [{"value": "low", "partition": 0}]})
+    sent = http.post(
+        "/v1/queues/jobs/messages", json={"records": [{"value": "high", "partition": 0}], "priority": 8}
+    )
+    assert sent.status_code == 200
+    for bad in (10, -1, "1", True, 2.5):
+        refused = http.post("/v1/queues/jobs/messages", json={"records": [{"value": "x"}], "priority": bad})
+        assert refused.status_code == 400 and "priority" in refused.json()["error"]["message"]
+    assert [m["value"] for m in receive(http, max=10)] == ["high", "low"]
+
+
+def test_send_with_a_dedup_id(http):
+    body = {"records": [{"value": "pay", "partition": 0}], "dedup_id": "order-42"}
+    first = http.post("/v1/queues/jobs/messages", json=body).json()
+    again = http.post("/v1/queues/jobs/messages", json=body).json()
+    assert again["records"] == first["records"] == [{"partition": 0, "offset": 1}]
+    for bad in ("", "x" * 129, 5):
+        refused = http.post("/v1/queues/jobs/messages", json={**body, "dedup_id": bad})
+        assert refused.status_code == 400 and "dedup_id" in refused.json()["error"]["message"]
+    assert [m["value"] for m in receive(http, max=10)] == ["pay"]
 
 
 def test_forged_receipts_are_refused_and_change_nothing(http):

@@ -101,6 +101,7 @@ CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
 RETENTION_MODES = ("time", "consumed")
 WEEK_MS = 7 * 86_400_000
 MAX_SETTING = (1 << 63) - 1
+DEFAULT_DEDUP_WINDOW_MS = 5 * 60_000
 DAY_MS = 86_400_000
 
 
@@ -122,6 +123,8 @@ class TopicConfig:
     cleanup_policy: str = "delete"
     min_compaction_lag_ms: int = 0
     delete_retention_ms: int = DAY_MS
+    # A queue send's dedup id is remembered this long (`Queue.send(dedup_id=)`).
+    dedup_window_ms: int = DEFAULT_DEDUP_WINDOW_MS
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any] | None) -> TopicConfig:
@@ -149,7 +152,7 @@ class TopicConfig:
     def parse(raw: dict[str, Any]) -> dict[str, Any]:
         """Turn durations and sizes given as text into integers."""
         out = dict(raw)
-        for key in ("retention_ms", "min_compaction_lag_ms", "delete_retention_ms"):
+        for key in ("retention_ms", "min_compaction_lag_ms", "delete_retention_ms", "dedup_window_ms"):
             if key in out and out[key] is not None:
                 out[key] = parse_duration_ms(key, out[key])
         for key in ("retention_bytes", "max_message_bytes"):
@@ -171,7 +174,7 @@ class TopicConfig:
                 f"retention must be one of {', '.join(RETENTION_MODES)}, got {self.retention!r}"
             )
         # Bounded to 64 bits: settings travel as JSON, and most JSON codecs stop there.
-        for key in ("min_compaction_lag_ms", "delete_retention_ms"):
+        for key in ("min_compaction_lag_ms", "delete_retention_ms", "dedup_window_ms"):
             check_int(key, getattr(self, key), 0, MAX_SETTING)
         if self.retention_ms is not None:
             check_int("retention_ms", self.retention_ms, 0, MAX_SETTING)

@@ -97,6 +97,12 @@ class TopicConflict(Conflict):
     code = "topic_conflict"
 
 
+class GroupConflict(Conflict):
+    """A group exists with other settings than asked (its ordering)."""
+
+    code = "group_conflict"
+
+
 class WrongType(Conflict):
     """A topic used as a stream that is not one (a stream has one partition)."""
 

@@ -85,10 +85,17 @@ class Jobs:
         backoff: float = 1.0,
         max_backoff: float = 300.0,
         group: str | None = None,
+        ordering: str | None = None,
     ):
+        # ordering="key": jobs enqueued with the same key never run at once
+        # and run in the order enqueued (a retry holds the key's later jobs back).
         check_runner(concurrency, backoff, max_backoff)
         self.queue = log.queue(
-            queue, group=group, visibility_timeout=visibility_timeout, max_deliveries=max_deliveries
+            queue,
+            group=group,
+            visibility_timeout=visibility_timeout,
+            max_deliveries=max_deliveries,
+            ordering=ordering,
         )
         self.concurrency = concurrency
         self.backoff = float(backoff)
@@ -114,10 +121,24 @@ class Jobs:
 
         return register
 
-    def enqueue(self, name: str, payload: Any = None, *, delay: float = 0, key: Any = None) -> Sent:
-        """Enqueue a call of the handler registered as `name` with these arguments."""
+    def enqueue(
+        self,
+        name: str,
+        payload: Any = None,
+        *,
+        delay: float = 0,
+        key: Any = None,
+        priority: int = 0,
+        dedup_id: str | None = None,
+    ) -> Sent:
+        """Enqueue a call of the handler registered as `name` with these
+        arguments; `priority` (0-9) runs it before waiting jobs of lower
+        priority; a `dedup_id` enqueued again within the topic's dedup window
+        enqueues nothing (the first one's offset is returned)."""
         check_name("job", name)
-        return self.queue.send({"job": name, "payload": payload}, delay=delay, key=key)
+        return self.queue.send(
+            {"job": name, "payload": payload}, delay=delay, key=key, priority=priority, dedup_id=dedup_id
+        )
 
     # running -------------------------------------------------------------------
 

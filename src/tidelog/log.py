@@ -24,6 +24,7 @@ from .errors import (
 )
 from .groups import Group, GroupConsumer
 from .notify import AppendNotifier, Listener, long_poll
+from .outbox import Transaction
 from .partitioner import partition_for_key
 from .positions import check_auto_reset, reset_position
 from .queues import Queue
@@ -237,7 +238,9 @@ class Log:
         """A producer; `id` names it, so readers can skip its records (`exclude_producer`)."""
         return Producer(self, id)
 
-    def write(self, batches: list[Prepared], txn: str | None = None) -> list[BatchSent]:
+    def write(
+        self, batches: list[Prepared], txn: str | None = None, *, txn_since: int = 0
+    ) -> list[BatchSent]:
         """Commit prepared batches in one transaction (group commit).
 
         All or nothing; each batch gets consecutive offsets in its partition.
@@ -246,13 +249,16 @@ class Log:
         transaction as the records, and a later write with the same id
         writes nothing and returns the first write's result. A caller that
         may run a write twice (a retried task, a replayed micro-batch) names
-        it by what it is, e.g. query, batch and task.
+        it by what it is, e.g. query, batch and task. `txn_since` (ms since
+        epoch) bounds how far back an id counts: one recorded by a write
+        stamped earlier is taken over by this write (a dedup window).
 
         A batch's records get its `timestamp` when it carries one (a remote
         producer's clock), else the log's clock.
         """
         if txn is not None:
             check_txn(txn)
+        check_int("txn_since", txn_since, 0)
         if not batches:
             return []
         for b in batches:  # every batch was checked: now a missing topic may be made
@@ -260,14 +266,24 @@ class Log:
         now = self.clock()
         stamps = [now if b.timestamp is None else b.timestamp for b in batches]
         appends = [AppendBatch(b.topic, b.partition, ts, b.values, b.metas) for b, ts in zip(batches, stamps)]
+
+        def append() -> list[int] | Replayed:
+            if txn is None:
+                return self.store.append_many(appends)
+            return (
+                self.store.append_many(appends, txn, txn_since)
+                if txn_since
+                else self.store.append_many(appends, txn)
+            )
+
         try:
-            firsts = self.store.append_many(appends) if txn is None else self.store.append_many(appends, txn)
+            firsts = append()
         except UnknownTopic:
             # A topic we knew was deleted elsewhere: with auto-create on, a
             # write makes it again, as it would have with a fresh cache.
             if not self._remake({b.topic for b in batches}):
                 raise
-            firsts = self.store.append_many(appends) if txn is None else self.store.append_many(appends, txn)
+            firsts = append()
         if isinstance(firsts, Replayed):
             return [BatchSent(t, p, f, n, firsts.timestamp) for t, p, f, n in firsts.batches]
         sent = [
@@ -385,9 +401,24 @@ class Log:
 
         Options: visibility_timeout (s, default 30), max_deliveries (default
         5), dead_letter (default "<topic>.dlq"), start ("earliest" or
-        "latest"). A missing topic is created, as a send does.
+        "latest"), ordering ("none", or "key": a key's records one at a time,
+        in offset order; stored with the group, which keeps it). A missing
+        topic is created, as a send does.
         """
         return Queue(self, topic, group, **options)
+
+    def transaction(self, conn: Any) -> Transaction:
+        """Send inside the application's own transaction on `conn` (the outbox):
+
+            with log.transaction(conn) as tx:
+                conn.execute(...)            # the application's change
+                tx.send("topic", value)      # exists iff that change commits
+
+        `conn` is a `sqlite3.Connection` to this log's file, or a psycopg
+        connection to this log's PostgreSQL database and schema. See
+        `tidelog.outbox`.
+        """
+        return Transaction(self, conn)
 
     def groups(self) -> list[str]:
         """The names of every group, stream and queue."""
@@ -446,13 +477,13 @@ class Producer:
         """(partition, max_message_bytes) for a send."""
         catalog = self.log.catalog
         # A missing topic is not made here: the write is checked in full first.
-        partitions, max_bytes = catalog.get(topic) or catalog.planned(topic)
+        partitions, max_bytes, _ = catalog.get(topic) or catalog.planned(topic)
         if partition is not None:
             if type(partition) is not int or partition < 0:
                 check_int("partition", partition, 0)
             if partition >= partitions:
                 # Maybe another process grew the topic since we cached it.
-                partitions, max_bytes = catalog.planned(topic, refresh=True)
+                partitions, max_bytes, _ = catalog.planned(topic, refresh=True)
                 check_partition(topic, partition, partitions)
             return partition, max_bytes
         if key is not None:

@@ -2,22 +2,29 @@
 
 Any member may take any record; each record is leased for a visibility
 timeout and then acked, released (nack), delayed or dead-lettered. Progress
-is per record. Records are handed out oldest-available first (available
-time, then offset): a nack puts a record at the front, `back=True` behind
-the records waiting now, `delay=` schedules it.
+is per record. Records are handed out highest priority first, then
+oldest-available (available time, then offset): a nack puts a record at the
+front, `back=True` strictly behind every record waiting now, `delay=`
+schedules it. A group with ordering "key" hands out a key's records one at
+a time, in offset order. Sends may carry a priority and a dedup id; many
+leases settle in one store transaction (`settle_many`).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .config import check_int, check_name
 from .deadletters import Redriven, redrive
-from .errors import ConfigurationError, InvalidRequest
+from .errors import ConfigurationError, GroupConflict, InvalidRequest, LeaseLost
 from .notify import long_poll
 from .records import (
+    F_HEADERS,
     BatchSent,
     Headers,
     Message,
@@ -29,8 +36,19 @@ from .records import (
     encode_headers,
     encode_meta,
     make_message,
+    meta_key,
 )
-from .store.base import AppendBatch, Leased, NamedConsumers, Pending, QueueStats
+from .store.base import (
+    ACK,
+    EXTEND,
+    RELEASE,
+    AppendBatch,
+    Leased,
+    NamedConsumers,
+    Pending,
+    QueueStats,
+    Settle,
+)
 
 if TYPE_CHECKING:
     from .log import Log, Producer
@@ -38,6 +56,21 @@ if TYPE_CHECKING:
 # Header carrying a send's delay: queue groups do not deliver the record
 # before this time (ms since epoch); stream groups see it at once.
 DELIVER_AT = "tidelog-deliver-at"
+# Header carrying a send's priority (0-9, higher first): queue groups hand out
+# the available records of higher priority first; stream groups see the
+# record unchanged. No header means 0.
+PRIORITY = "tidelog-priority"
+_PRIORITY = PRIORITY.encode()
+MAX_PRIORITY = 9
+# How many new records past a partition's cursor a receive looks at when it
+# picks by priority. Records it looked at and passed over wait in the
+# group's state, where priority orders them exactly; a record further back
+# than this is not seen until the cursor comes within this distance.
+PRIORITY_WINDOW = 100
+MAX_DEDUP_ID_BYTES = 128
+# A queue group's ordering: "none" hands records out in parallel; "key" hands
+# the records of one key out one at a time, in offset order.
+ORDERINGS = ("none", "key")
 MAX_VISIBILITY_S = 12 * 3600
 DEFAULT_VISIBILITY_S = 30.0
 DEFAULT_MAX_DELIVERIES = 5
@@ -62,6 +95,8 @@ class QueueOptions:
     max_deliveries: int = DEFAULT_MAX_DELIVERIES
     dead_letter: str | None = None
     start: str = "earliest"
+    # None: the group's stored ordering ("none" for a new group).
+    ordering: str | None = None
 
     def validate(self, topic: str) -> QueueOptions:
         """Check every option; InvalidRequest names the first bad one."""
@@ -77,6 +112,8 @@ class QueueOptions:
                 raise InvalidRequest("the dead-letter topic must differ from the topic it serves")
         if self.start not in ("earliest", "latest"):
             raise InvalidRequest(f"start must be 'earliest' or 'latest', got {self.start!r}")
+        if self.ordering is not None and self.ordering not in ORDERINGS:
+            raise InvalidRequest(f"ordering must be one of {', '.join(ORDERINGS)}, got {self.ordering!r}")
         return self
 
 
@@ -134,8 +171,13 @@ def queue_stats(log: Log, topic: str, group: str) -> QueueStats:
     return log.store.queue_stats(check_name("group", group), check_name("topic", topic), log.clock(), _due_of)
 
 
+_DELIVER_AT = DELIVER_AT.encode()
+
+
 def _due_of(timestamp: int, meta: bytes | None) -> int:
     """When a new record becomes available to queue groups."""
+    if meta is None or not meta[0] & F_HEADERS or _DELIVER_AT not in meta:
+        return timestamp  # no delay header: the common case, without decoding
     headers = decode_meta(meta)[2]
     if headers:
         for name, value in decode_headers(headers):
@@ -145,6 +187,76 @@ def _due_of(timestamp: int, meta: bytes | None) -> int:
                 except ValueError:
                     break
     return timestamp
+
+
+def _priority_of(meta: bytes | None) -> int:
+    """A new record's priority, from its header (0 without one)."""
+    if meta is None or not meta[0] & F_HEADERS or _PRIORITY not in meta:
+        return 0
+    return _header_priority(meta)
+
+
+# A receive looks at each record of its window again until the cursor passes
+# it; the records of one sender often share their meta blob too.
+@functools.lru_cache(maxsize=4096)
+def _header_priority(meta: bytes) -> int:
+    headers = decode_meta(meta)[2]
+    if headers:
+        for name, value in decode_headers(headers):
+            if name == PRIORITY:
+                try:
+                    return min(MAX_PRIORITY, max(0, int(value)))
+                except ValueError:
+                    break
+    return 0
+
+
+def check_priority(priority: Any) -> int:
+    """A send's priority: an int from 0 to 9."""
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
+        raise InvalidRequest(f"priority must be an integer from 0 to {MAX_PRIORITY}, got {priority!r}")
+    return priority
+
+
+def check_dedup_id(dedup_id: Any) -> str:
+    """A send's deduplication id: a non-empty string of at most 128 bytes (UTF-8)."""
+    if not isinstance(dedup_id, str) or not dedup_id:
+        raise InvalidRequest(f"dedup_id must be a non-empty string, not {dedup_id!r}")
+    size = len(dedup_id.encode("utf-8", "surrogatepass"))
+    if size > MAX_DEDUP_ID_BYTES:
+        raise InvalidRequest(f"dedup_id must be at most {MAX_DEDUP_ID_BYTES} bytes, got {size}")
+    return dedup_id
+
+
+def dedup_txn(topic: str, dedup_id: str) -> str:
+    """The idempotent-write id a dedup id is kept as: per topic, of a fixed size
+    whatever the id holds (a hash, as txn ids take a narrow alphabet)."""
+    digest = hashlib.sha256(f"{topic}\0{dedup_id}".encode("utf-8", "surrogatepass")).hexdigest()
+    return f"dedup:{digest}"
+
+
+def dedup_write(log: Log, topic: str, dedup_id: str) -> tuple[str, int]:
+    """(txn id, txn_since) that make `Log.write` of a send to `topic` with
+    `dedup_id` happen once within the topic's dedup window."""
+    check_dedup_id(dedup_id)
+    window = log.catalog.shape(topic, create=True).dedup_window_ms
+    # At least 1: 0 would mean "an id never expires".
+    return dedup_txn(topic, dedup_id), max(1, log.clock() - window)
+
+
+def queue_headers(headers: Any, now: int, *, delay: float = 0, priority: int = 0) -> Any:
+    """`headers` with the queue's own added: a delay's due time (`now` + delay
+    seconds) and a priority. Unchanged when neither is asked."""
+    delay = _seconds("delay", delay)
+    check_priority(priority)
+    if not delay and not priority:
+        return headers
+    pairs = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
+    if delay:
+        pairs.append((DELIVER_AT, str(now + int(delay * 1000))))
+    if priority:
+        pairs.append((PRIORITY, str(priority)))
+    return pairs
 
 
 def _new_receipt() -> str:
@@ -165,23 +277,30 @@ class Queue:
         stored = log.store.queue_open(
             self.group,
             topic,
-            {"max_deliveries": opts.max_deliveries, "dead_letter": opts.dead_letter or f"{topic}.dlq"},
+            {
+                "max_deliveries": opts.max_deliveries,
+                "dead_letter": opts.dead_letter or f"{topic}.dlq",
+                # None (not asked): a new group stores none, an existing one keeps its own.
+                "ordering": opts.ordering,
+            },
             opts.start,
             log.clock(),
         )
         # Group settings are stored on first use; later handles take them.
         self.max_deliveries: int = stored["max_deliveries"]
         self.dead_letter: str = stored["dead_letter"]
+        # Groups made before orderings existed have none stored.
+        self.ordering: str = stored.get("ordering") or "none"
+        if opts.ordering is not None and opts.ordering != self.ordering:
+            raise GroupConflict(
+                f"queue group {self.group!r} on topic {topic!r} has ordering {self.ordering!r}, not "
+                f"{opts.ordering!r}; a group's ordering cannot change: use another group name"
+            )
 
     # sending -------------------------------------------------------------------
 
-    def _delay_headers(self, headers: Any, delay: float) -> Any:
-        delay = _seconds("delay", delay)
-        if not delay:
-            return headers
-        pairs = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
-        pairs.append((DELIVER_AT, str(self.log.clock() + int(delay * 1000))))
-        return pairs
+    def _delay_headers(self, headers: Any, delay: float, priority: int = 0) -> Any:
+        return queue_headers(headers, self.log.clock(), delay=delay, priority=priority)
 
     def send(
         self,
@@ -191,9 +310,26 @@ class Queue:
         headers: Any = None,
         delay: float = 0,
         partition: int | None = None,
+        priority: int = 0,
+        dedup_id: str | None = None,
     ) -> Sent:
-        """Send a record; with `delay` queue groups do not deliver it before then."""
-        headers = self._delay_headers(headers, delay)
+        """Send a record; with `delay` queue groups do not deliver it before
+        then; `priority` (0-9) hands it out before available records of lower
+        priority. A `dedup_id` sent again within the topic's dedup window
+        (`dedup_window_ms`, 5 minutes by default) appends nothing and returns
+        the first send's offset, also from another process."""
+        if dedup_id is not None:
+            sent = self.send_batch(
+                [value],
+                key=key,
+                headers=headers,
+                delay=delay,
+                partition=partition,
+                priority=priority,
+                dedup_id=dedup_id,
+            )
+            return Sent(sent.topic, sent.partition, sent.first_offset, sent.timestamp)
+        headers = self._delay_headers(headers, delay, priority)
         return self.log.producer().send(self.topic, value, key=key, headers=headers, partition=partition)
 
     def send_batch(
@@ -204,11 +340,22 @@ class Queue:
         headers: Any = None,
         delay: float = 0,
         partition: int | None = None,
+        priority: int = 0,
+        dedup_id: str | None = None,
     ) -> BatchSent:
-        """Enqueue several records atomically; all or none become visible."""
-        return self.log.write(
-            [self.prepare(values, key=key, headers=headers, delay=delay, partition=partition)]
-        )[0]
+        """Enqueue several records atomically; all or none become visible.
+        With a `dedup_id`, as `send`: the batch is written once in the window."""
+        prepared = self.prepare(
+            values, key=key, headers=headers, delay=delay, partition=partition, priority=priority
+        )
+        if dedup_id is None:
+            return self.log.write([prepared])[0]
+        txn, since = self.dedup(dedup_id)
+        return self.log.write([prepared], txn, txn_since=since)[0]
+
+    def dedup(self, dedup_id: str) -> tuple[str, int]:
+        """(txn id, txn_since) of a send with `dedup_id`, for `Log.write`."""
+        return dedup_write(self.log, self.topic, dedup_id)
 
     def prepare(
         self,
@@ -219,21 +366,23 @@ class Queue:
         delay: float = 0,
         partition: int | None = None,
         producer: Producer | None = None,
+        priority: int = 0,
     ) -> Prepared:
         """Validate and encode a batch for `Log.write` (a server's group commit).
 
-        The delay travels on every record, also on a `NewRecord` that
-        carries headers of its own (those replace the batch's).
+        The delay and priority travel on every record, also on a `NewRecord`
+        that carries headers of its own (those replace the batch's).
         """
         delay = _seconds("delay", delay)
-        if delay:
+        check_priority(priority)
+        if delay or priority:
             values = [
-                NewRecord(v.value, v.key, self._delay_headers(v.headers, delay))
+                NewRecord(v.value, v.key, self._delay_headers(v.headers, delay, priority))
                 if isinstance(v, NewRecord) and v.headers is not None
                 else v
                 for v in values
             ]
-        headers = self._delay_headers(headers, delay)
+        headers = self._delay_headers(headers, delay, priority)
         return (producer or self.log.producer()).prepare(
             self.topic, values, key=key, headers=headers, partition=partition
         )
@@ -293,18 +442,34 @@ class Queue:
         return self._receive_once(max_messages, int(visibility * 1000))
 
     def _receive_once(self, limit: int, lease_ms: int) -> tuple[list[Delivery], int | None]:
-        leased, next_due = self.log.store.queue_receive(
-            self.group, self.topic, self.log.clock(), limit, lease_ms, _due_of, _new_receipt
-        )
-        out = []
-        for lease in leased:
-            if lease.delivery_count > self.max_deliveries:
-                # Delivered max_deliveries times already and never acked.
-                delivered = lease._replace(delivery_count=lease.delivery_count - 1)
-                self._dead_letter(delivered, f"max deliveries ({self.max_deliveries}) reached")
-                continue
-            out.append(self._delivery(lease))
-        return out, next_due
+        out: list[Delivery] = []
+        while True:
+            leased, next_due = self.log.store.queue_receive(
+                self.group,
+                self.topic,
+                self.log.clock(),
+                limit - len(out),
+                lease_ms,
+                _due_of,
+                _new_receipt,
+                priority_of=_priority_of,
+                window=PRIORITY_WINDOW,
+                key_of=meta_key if self.ordering == "key" else None,
+            )
+            dead = 0
+            for lease in leased:
+                if lease.delivery_count > self.max_deliveries:
+                    # Delivered max_deliveries times already and never acked.
+                    delivered = lease._replace(delivery_count=lease.delivery_count - 1)
+                    self._dead_letter(delivered, f"max deliveries ({self.max_deliveries}) reached")
+                    dead += 1
+                    continue
+                out.append(self._delivery(lease))
+            # What was dead-lettered made room (and, ordered by key, freed
+            # its key's next record): look again, as a receive that had not
+            # met it would have found more.
+            if not dead or len(out) >= limit:
+                return out, next_due
 
     def _delivery(self, lease: Leased) -> Delivery:
         msg = make_message(
@@ -335,17 +500,101 @@ class Queue:
         return d._replace(lease_deadline=deadline)
 
     def nack(self, d: Delivery, *, back: bool = False, delay: float | None = None) -> None:
-        """Make the record available again: at the front (default), behind the
-        records waiting now (`back=True`), or after `delay` seconds."""
+        """Make the record available again: at the front (default), behind
+        every record waiting now (`back=True`, whatever the clock's
+        resolution), or after `delay` seconds."""
         self._check(d)
-        now = self.log.clock()
+        due, behind = self._release_due(back, delay)
+        self.log.store.queue_release(self.group, self.topic, d.partition, d.offset, d.receipt, due, behind)
+
+    def _release_due(self, back: bool, delay: float | None) -> tuple[int, bool]:
+        """(due, behind) of a nack."""
+        if not isinstance(back, bool):
+            raise InvalidRequest(f"back must be True or False, not {back!r}")
         if delay is not None:
-            due = now + int(_seconds("delay", delay, MAX_VISIBILITY_S) * 1000)
-        elif back:
-            due = now
-        else:
-            due = 0  # before anything else that is due
-        self.log.store.queue_release(self.group, self.topic, d.partition, d.offset, d.receipt, due)
+            if back:
+                raise InvalidRequest("give at most one of back and delay")
+            return self.log.clock() + int(_seconds("delay", delay, MAX_VISIBILITY_S) * 1000), False
+        if back:
+            # Due now, and behind every record due now, also those appended
+            # in this same millisecond (the store breaks the tie).
+            return self.log.clock(), True
+        return 0, False  # before anything else that is due
+
+    # settling many -------------------------------------------------------------
+
+    def settle_many(self, items: Sequence[tuple[str, Delivery, float | None]]) -> list[Any]:
+        """Settle many deliveries in one store transaction.
+
+        Each item is `(command, delivery, seconds)`: "ack", "nack" (front),
+        "back", "delay" (`seconds` from now) or "extend" (to `seconds` from
+        now); `seconds` is None for the first three. Returns one result an
+        item, in order: None when it was settled, the new `Delivery` for an
+        extend, or the `LeaseLost` the single call would have raised (one
+        lost lease does not stop the others). Bad input raises
+        InvalidRequest and settles nothing.
+        """
+        if not isinstance(items, (list, tuple)) or len(items) > MAX_RECEIVE:
+            raise InvalidRequest(f"give a list of at most {MAX_RECEIVE} settlements")
+        now = self.log.clock()
+        settles: list[Settle] = []
+        for item in items:
+            if not isinstance(item, tuple) or len(item) != 3:
+                raise InvalidRequest(f"each settlement is (command, delivery, seconds), not {item!r}")
+            command, d, seconds = item
+            self._check(d)
+            if command in ("ack", "nack", "back"):
+                if seconds is not None:
+                    raise InvalidRequest(f"{command} takes no seconds, got {seconds!r}")
+                if command == "ack":
+                    settles.append(Settle(ACK, d.partition, d.offset, d.receipt))
+                else:
+                    back = command == "back"
+                    settles.append(
+                        Settle(RELEASE, d.partition, d.offset, d.receipt, now if back else 0, back)
+                    )
+            elif command == "delay":
+                due = now + int(_seconds("delay", seconds, MAX_VISIBILITY_S) * 1000)
+                settles.append(Settle(RELEASE, d.partition, d.offset, d.receipt, due))
+            elif command == "extend":
+                deadline = now + int(_seconds("extend", seconds, MAX_VISIBILITY_S) * 1000)
+                settles.append(Settle(EXTEND, d.partition, d.offset, d.receipt, deadline))
+            else:
+                raise InvalidRequest(
+                    f"unknown settle command {command!r}: use ack, nack, back, delay or extend"
+                )
+        if not settles:
+            return []
+        lost = self.log.store.queue_settle(self.group, self.topic, settles)
+        return [
+            e if e is not None or s.action != EXTEND else d._replace(lease_deadline=s.time)
+            for e, s, (_, d, _) in zip(lost, settles, items)
+        ]
+
+    def ack_many(self, deliveries: Sequence[Delivery]) -> list[LeaseLost | None]:
+        """Ack many deliveries in one store transaction: None for each acked
+        (or done already), the LeaseLost in place of each that was not."""
+        return self.settle_many([("ack", d, None) for d in self._many(deliveries)])
+
+    def nack_many(
+        self, deliveries: Sequence[Delivery], *, back: bool = False, delay: float | None = None
+    ) -> list[LeaseLost | None]:
+        """`nack` many deliveries in one store transaction; results as `ack_many`.
+        With `back=True` they go behind every record waiting now, in the order given."""
+        self._release_due(back, delay)  # the checks of a single nack
+        command = "delay" if delay is not None else "back" if back else "nack"
+        return self.settle_many([(command, d, delay) for d in self._many(deliveries)])
+
+    def extend_many(self, deliveries: Sequence[Delivery], seconds: float) -> list[Delivery | LeaseLost]:
+        """`extend` many leases in one store transaction: the new Delivery for
+        each extended, the LeaseLost in place of each that was not."""
+        return self.settle_many([("extend", d, seconds) for d in self._many(deliveries)])
+
+    @staticmethod
+    def _many(deliveries: Sequence[Delivery]) -> Sequence[Delivery]:
+        if not isinstance(deliveries, (list, tuple)):
+            raise InvalidRequest(f"give a list of deliveries, not {type(deliveries).__name__}")
+        return deliveries
 
     def reject(self, d: Delivery, reason: str = "rejected") -> int:
         """Move the record straight to the dead-letter topic; returns its offset there."""

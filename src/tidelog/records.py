@@ -171,6 +171,14 @@ def encode_meta(
     return bytes(out)
 
 
+def meta_key(meta: bytes | None) -> bytes | None:
+    """The key alone from a meta blob (a receive ordered by key asks for it per record)."""
+    if meta is None or not meta[0] & F_KEY:
+        return None
+    (n,) = _U32.unpack_from(meta, 1)
+    return bytes(meta[5 : 5 + n])
+
+
 def decode_meta(meta: bytes | None) -> tuple[int | None, bytes | None, bytes | None, str | None]:
     """(format, key, headers blob, producer) from a meta blob."""
     if meta is None:

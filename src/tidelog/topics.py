@@ -32,6 +32,7 @@ class TopicShape(NamedTuple):
 
     partitions: int
     max_message_bytes: int
+    dedup_window_ms: int = TopicConfig.dedup_window_ms
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,9 @@ class TopicCatalog:
     def remember(self, info: TopicInfo) -> TopicShape:
         """Cache what a store call just returned about a topic."""
         shape = TopicShape(
-            info.partitions, info.config.get("max_message_bytes", TopicConfig.max_message_bytes)
+            info.partitions,
+            info.config.get("max_message_bytes", TopicConfig.max_message_bytes),
+            info.config.get("dedup_window_ms", TopicConfig.dedup_window_ms),
         )
         self._shapes[info.name] = shape
         return shape

@@ -24,7 +24,14 @@ import tidelog
 import tidelog.aio
 from conftest import need_service  # tests/conftest.py (pytest puts tests/ on sys.path)
 from pgschema import postgres_schema
-from tidelog.store.base import Cleanable, CleansRemotely, GroupStore, NamedConsumers, QueueStore
+from tidelog.store.base import (
+    Cleanable,
+    CleansRemotely,
+    GroupStore,
+    NamedConsumers,
+    QueueStore,
+    Transactional,
+)
 
 from .aio_bridge import LoopThread
 
@@ -112,6 +119,7 @@ FEATURES: dict[str, Any] = {
     "retention": (Cleanable, CleansRemotely),  # CleansRemotely: a store whose server cleans
     "txn": "append_many:txn",
     "streams": NamedConsumers,
+    "outbox": Transactional,
 }
 
 

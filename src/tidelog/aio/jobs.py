@@ -54,11 +54,16 @@ class Jobs:
         backoff: float = 1.0,
         max_backoff: float = 300.0,
         group: str | None = None,
+        ordering: str | None = None,
     ):
         check_runner(concurrency, backoff, max_backoff)
         self.log = log
         self.queue = log.queue(
-            queue, group=group, visibility_timeout=visibility_timeout, max_deliveries=max_deliveries
+            queue,
+            group=group,
+            visibility_timeout=visibility_timeout,
+            max_deliveries=max_deliveries,
+            ordering=ordering,
         )
         self.concurrency = concurrency
         self.backoff = float(backoff)
@@ -83,10 +88,21 @@ class Jobs:
 
         return register
 
-    async def enqueue(self, name: str, payload: Any = None, *, delay: float = 0, key: Any = None) -> Sent:
-        """Enqueue a call of the handler registered as `name` with these arguments."""
+    async def enqueue(
+        self,
+        name: str,
+        payload: Any = None,
+        *,
+        delay: float = 0,
+        key: Any = None,
+        priority: int = 0,
+        dedup_id: str | None = None,
+    ) -> Sent:
+        """Enqueue a call of the handler registered as `name`; see `tidelog.Jobs.enqueue`."""
         check_name("job", name)
-        return await self.queue.send({"job": name, "payload": payload}, delay=delay, key=key)
+        return await self.queue.send(
+            {"job": name, "payload": payload}, delay=delay, key=key, priority=priority, dedup_id=dedup_id
+        )
 
     # running -------------------------------------------------------------------
 

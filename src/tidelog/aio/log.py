@@ -15,6 +15,7 @@ from typing import Any, overload
 from ..config import check_int, check_name
 from ..log import DEFAULT_BATCH, READ_CHUNK, GroupLag, Log
 from ..notify import Listener
+from ..outbox import Transaction
 from ..records import BatchSent, Message, Prepared
 from ..retention import CleanReport
 from ..store.base import GroupOffset, PartitionOffsets, Store, TopicInfo
@@ -133,9 +134,21 @@ class AsyncLog(Twin):
         """A producer; `id` names it, so readers can skip its records (`exclude_producer`)."""
         return AsyncProducer(self._runtime, self.sync.producer(id))
 
-    async def write(self, batches: list[Prepared], txn: str | None = None) -> list[BatchSent]:
+    async def write(
+        self, batches: list[Prepared], txn: str | None = None, *, txn_since: int = 0
+    ) -> list[BatchSent]:
         """Commit prepared batches in one transaction; see `Log.write`."""
-        return await self._runtime.call(self.sync.write, batches, txn)
+        return await self._runtime.call(self.sync.write, batches, txn, txn_since=txn_since)
+
+    def transaction(self, conn: Any) -> Transaction:
+        """The outbox on the application's own connection, as `Log.transaction`.
+
+        That connection (sqlite3, or a sync psycopg one) blocks whoever uses
+        it, so this is the sync object: use it where the application already
+        runs its own statements on that connection (a thread, or briefly on
+        the loop).
+        """
+        return self.sync.transaction(conn)
 
     def listen(self, listener: Listener) -> Callable[[], None]:
         """Call `listener(topic, partition, last_offset)` after appends, on the

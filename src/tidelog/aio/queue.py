@@ -17,10 +17,11 @@ visibility timeout for a caller that is gone.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import Closed, InvalidRequest, TidelogError
+from ..deadletters import Redriven
+from ..errors import Closed, InvalidRequest, LeaseLost, TidelogError
 from ..log import Log
 from ..queues import Delivery, Queue, _seconds
 from ..records import BatchSent, Prepared, Sent
@@ -88,11 +89,20 @@ class AsyncQueue(Twin):
         headers: Any = None,
         delay: float = 0,
         partition: int | None = None,
+        priority: int = 0,
+        dedup_id: str | None = None,
     ) -> Sent:
-        """Send a record; with `delay` queue groups do not deliver it before then."""
+        """Send a record; see `Queue.send` (delay, priority, dedup id)."""
         queue = await self._queue.get()
         return await self._runtime.call(
-            queue.send, value, key=key, headers=headers, delay=delay, partition=partition
+            queue.send,
+            value,
+            key=key,
+            headers=headers,
+            delay=delay,
+            partition=partition,
+            priority=priority,
+            dedup_id=dedup_id,
         )
 
     async def send_batch(
@@ -103,12 +113,26 @@ class AsyncQueue(Twin):
         headers: Any = None,
         delay: float = 0,
         partition: int | None = None,
+        priority: int = 0,
+        dedup_id: str | None = None,
     ) -> BatchSent:
         """Enqueue several records atomically; all or none become visible."""
         queue = await self._queue.get()
         return await self._runtime.call(
-            queue.send_batch, values, key=key, headers=headers, delay=delay, partition=partition
+            queue.send_batch,
+            values,
+            key=key,
+            headers=headers,
+            delay=delay,
+            partition=partition,
+            priority=priority,
+            dedup_id=dedup_id,
         )
+
+    async def dedup(self, dedup_id: str) -> tuple[str, int]:
+        """(txn id, txn_since) of a send with `dedup_id`, for `AsyncLog.write`."""
+        queue = await self._queue.get()
+        return await self._runtime.call(queue.dedup, dedup_id)
 
     async def prepare(
         self,
@@ -119,6 +143,7 @@ class AsyncQueue(Twin):
         delay: float = 0,
         partition: int | None = None,
         producer: AsyncProducer | None = None,
+        priority: int = 0,
     ) -> Prepared:
         """Validate and encode a batch for `AsyncLog.write`."""
         queue = await self._queue.get()
@@ -130,6 +155,7 @@ class AsyncQueue(Twin):
             delay=delay,
             partition=partition,
             producer=None if producer is None else producer.sync,
+            priority=priority,
         )
 
     # receiving -----------------------------------------------------------------
@@ -187,6 +213,33 @@ class AsyncQueue(Twin):
         records (`back=True`), or after `delay` seconds."""
         queue = await self._queue.get()
         await self._runtime.call(queue.nack, d, back=back, delay=delay)
+
+    async def settle_many(self, items: Sequence[tuple[str, Delivery, float | None]]) -> list[Any]:
+        """Settle many leases in one store transaction; see `Queue.settle_many`."""
+        queue = await self._queue.get()
+        return await self._runtime.call(queue.settle_many, items)
+
+    async def ack_many(self, deliveries: Sequence[Delivery]) -> list[LeaseLost | None]:
+        """`ack` many deliveries in one store transaction."""
+        queue = await self._queue.get()
+        return await self._runtime.call(queue.ack_many, deliveries)
+
+    async def nack_many(
+        self, deliveries: Sequence[Delivery], *, back: bool = False, delay: float | None = None
+    ) -> list[LeaseLost | None]:
+        """`nack` many deliveries in one store transaction."""
+        queue = await self._queue.get()
+        return await self._runtime.call(queue.nack_many, deliveries, back=back, delay=delay)
+
+    async def extend_many(self, deliveries: Sequence[Delivery], seconds: float) -> list[Delivery | LeaseLost]:
+        """`extend` many leases in one store transaction."""
+        queue = await self._queue.get()
+        return await self._runtime.call(queue.extend_many, deliveries, seconds)
+
+    async def redrive(self, offsets: list[int] | None = None) -> Redriven:
+        """Move this group's dead letters (all, or those at `offsets`) back; see `Queue.redrive`."""
+        queue = await self._queue.get()
+        return await self._runtime.call(queue.redrive, offsets)
 
     async def reject(self, d: Delivery, reason: str = "rejected") -> int:
         """Move the record straight to the dead-letter topic; returns its offset there."""

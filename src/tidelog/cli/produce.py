@@ -38,6 +38,7 @@ import click
 
 import tidelog
 from tidelog.partitioner import partition_for_key
+from tidelog.queues import MAX_PRIORITY, PRIORITY, check_dedup_id, dedup_write
 from tidelog.topics import check_partition
 
 from .context import Session, common_options, pass_session, topic_policy_options
@@ -174,6 +175,18 @@ def progress(stream: BinaryIO) -> Iterator[Any]:
     "--producer", "producer_id", metavar="ID", help="Name the producer (see consume --exclude-producer)."
 )
 @click.option(
+    "--priority",
+    type=click.IntRange(0, MAX_PRIORITY),
+    default=0,
+    help="Queue groups hand these records out before available records of lower priority (0-9).",
+)
+@click.option(
+    "--dedup-id",
+    metavar="ID",
+    help="With --data: a record sent again with this id within the topic's dedup window "
+    "is not appended; the first one's offset is printed.",
+)
+@click.option(
     "--batch",
     type=click.IntRange(1, MAX_CHUNK),
     default=DEFAULT_CHUNK,
@@ -193,6 +206,8 @@ def produce(
     fmt: str,
     key_delimiter: str | None,
     producer_id: str | None,
+    priority: int,
+    dedup_id: str | None,
     batch: int,
 ) -> None:
     """Append records to TOPIC and print their offsets.
@@ -229,7 +244,17 @@ def produce(
         # checked: input refused before that creates no topic.
         partitions = log.default_partitions
     check_partition(topic, partition if partition is not None else 0, partitions)
+    if dedup_id is not None:
+        if data is None:
+            raise click.UsageError("--dedup-id names one record: give it with --data")
+        try:
+            check_dedup_id(dedup_id)
+        except tidelog.InvalidRequest as e:
+            raise click.BadParameter(str(e), param_hint="--dedup-id") from None
     producer = log.producer(producer_id)
+    if priority:
+        # The queue's header (see tidelog.queues); stream groups see it as any other.
+        headers = [*headers, (PRIORITY, str(priority))]
     spread = Spreader(log, producer, topic, partitions, key, partition, headers or None)
     ranges = Ranges()
 
@@ -243,7 +268,17 @@ def produce(
             if session.json:
                 emit(sent_json(sent))
 
-    if value is not None:
+    if value is not None and dedup_id is not None:
+        try:
+            prepared = producer.prepare(topic, [value], key=key, partition=partition, headers=headers or None)
+            txn, since = dedup_write(log, topic, dedup_id)
+            sent = log.write([prepared], txn, txn_since=since)[0]
+        except tidelog.TidelogError as e:
+            raise click.ClickException(f"not written: {e}") from None
+        ranges.add(sent)
+        if session.json:
+            emit(sent_json(sent))
+    elif value is not None:
         write([value], 0, 0)
     else:
         read_lines(sys.stdin.buffer, batch, write, ranges, lambda raw: decode_record(raw, fmt, delimiter))

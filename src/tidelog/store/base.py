@@ -20,8 +20,11 @@ capability (`NamedConsumers`, `Cleanable`, `CleansRemotely`, `RedrivesRemotely`,
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+from ..errors import LeaseLost
 
 # A record as a store returns it: (offset, timestamp, stored value, meta).
 Row = tuple[int, int, bytes | str, bytes | None]
@@ -31,6 +34,10 @@ ScanRow = tuple[int, int, int, bytes | None, bool]
 DueOf = Callable[[int, bytes | None], int]
 # A fresh lease receipt.
 NewReceipt = Callable[[], str]
+# A new record's priority for queue groups: priority_of(meta) -> 0..9.
+PriorityOf = Callable[[bytes | None], int]
+# A new record's ordering key for a queue group ordered by key: key_of(meta).
+KeyOf = Callable[[bytes | None], bytes | None]
 
 
 class Usage(NamedTuple):
@@ -62,6 +69,23 @@ class Leased(NamedTuple):
     delivery_count: int
     receipt: str
     deadline: int  # ms since epoch
+
+
+# What `queue_settle` does to a lease.
+ACK = "ack"
+EXTEND = "extend"
+RELEASE = "release"
+
+
+class Settle(NamedTuple):
+    """One lease to settle in `QueueStore.queue_settle`."""
+
+    action: str  # ACK, EXTEND or RELEASE
+    partition: int
+    offset: int
+    receipt: str
+    time: int = 0  # EXTEND: the new deadline; RELEASE: when the record is due again (ms since epoch)
+    behind: bool = False  # RELEASE: behind every record of the group due at `time` or before
 
 
 class QueueStats(NamedTuple):
@@ -250,7 +274,9 @@ class LogStore(Protocol):
         """
         return self.append_many([AppendBatch(topic, partition, timestamp, values, metas)])[0]
 
-    def append_many(self, batches: Sequence[AppendBatch], txn: str | None = None) -> list[int] | Replayed:
+    def append_many(
+        self, batches: Sequence[AppendBatch], txn: str | None = None, txn_since: int = 0
+    ) -> list[int] | Replayed:
         """Append several batches in one transaction (group commit).
 
         All or nothing: returns the first offset of each batch, or raises and
@@ -259,7 +285,10 @@ class LogStore(Protocol):
         With a `txn` id the write is idempotent: the id and the result are
         recorded in the same transaction as the records, and a call whose id
         is already recorded writes nothing and returns `Replayed` (the
-        earlier result). Without one, no lookup is made.
+        earlier result). Without one, no lookup is made. An id recorded by a
+        write stamped before `txn_since` (ms; its first batch's timestamp)
+        counts as not recorded: this write goes ahead and takes the id over
+        (a dedup id's window).
         """
 
     def read(self, topic: str, partition: int, after: int, limit: int) -> list[Row]:
@@ -351,11 +380,27 @@ class QueueStore(Protocol):
         lease_ms: int,
         due_of: DueOf,
         new_receipt: NewReceipt,
+        *,
+        priority_of: PriorityOf | None = None,
+        window: int = 0,
+        key_of: KeyOf | None = None,
     ) -> tuple[list[Leased], int | None]:
-        """Lease up to `limit` records whose due time has come, oldest due
-        first (then offset): new records (due = `due_of(timestamp, meta)`),
-        released ones and expired leases. Returns the leases and the next due
-        time of anything still waiting (None when nothing waits)."""
+        """Lease up to `limit` records whose due time has come: highest
+        priority first, then oldest due, then the tie-breaker of a nack to the
+        back, then partition and offset. Candidates are the group's state
+        rows (released, expired, delayed or passed over) and, per partition,
+        the next max(limit, `window`) new records past the cursor (due =
+        `due_of(timestamp, meta)`, priority = `priority_of(meta)` for a record
+        with a meta blob, else 0). New records passed over before the last
+        one taken enter the state with their due time and priority (the
+        cursor moves past them). Returns the leases and the next due time of
+        anything still waiting (None when nothing waits).
+
+        With `key_of` (a group with ordering "key") a record whose key
+        (`key_of(meta)`, None for no key) has an earlier record in the group's
+        state (waiting, delayed or in flight) or earlier among the new
+        records is not a candidate: each key has at most one record in
+        flight, handed out in offset order. State rows keep their key."""
 
     def queue_ack(self, group: str, topic: str, partition: int, offset: int, receipt: str) -> None:
         """Finish a record; a record already done is a no-op; a receipt that
@@ -366,9 +411,31 @@ class QueueStore(Protocol):
     ) -> None: ...
 
     def queue_release(
-        self, group: str, topic: str, partition: int, offset: int, receipt: str, due: int
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        receipt: str,
+        due: int,
+        behind: bool = False,
     ) -> None:
-        """End a lease without finishing: the record is due again at `due`."""
+        """End a lease without finishing: the record is due again at `due`.
+
+        Records due at the same time go by partition and offset, except that
+        `behind` puts this one after every record of the group due at `due`
+        or before, also those appended in the same millisecond (a nack to
+        the back must not depend on the clock's resolution).
+        """
+
+    def queue_settle(self, group: str, topic: str, settles: Sequence[Settle]) -> list[LeaseLost | None]:
+        """Settle many leases in one transaction, each as the single call would.
+
+        Each succeeds (None; an ACK of a record already done too) or fails on
+        its own (the LeaseLost the single call would raise, in its place);
+        one failing does not stop the others. UnknownTopic / UnknownPartition
+        refuse the whole batch before anything is written.
+        """
 
     def queue_dead_letter(
         self, group: str, topic: str, partition: int, offset: int, receipt: str, dead_letter: AppendBatch
@@ -488,6 +555,24 @@ class NamedConsumers(Protocol):
 
     def queue_delete_consumer(self, group: str, topic: str, name: str) -> int:
         """Forget a consumer and drop its leases; returns how many it held."""
+
+
+@runtime_checkable
+class Transactional(Protocol):
+    """A store that appends inside the application's own transaction, on the
+    application's own connection to the same database (the outbox pattern):
+    the records exist if and only if that transaction commits."""
+
+    def transaction(self, conn: Any) -> AbstractContextManager[None]:
+        """A transaction on `conn`: begun here (or joined when one is open
+        already: its owner commits), committed on a clean exit, rolled back
+        on an exception. InvalidRequest, nothing done, when `conn` is not a
+        connection of this store's driver to this store's database."""
+
+    def append_in(self, conn: Any, batches: Sequence[AppendBatch]) -> list[int]:
+        """Append inside the transaction open on `conn` (`transaction`);
+        first offsets as `append_many`. Offsets stay dense: the partition is
+        held until the transaction ends, and a rollback takes them back."""
 
 
 @runtime_checkable

@@ -25,10 +25,13 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from .. import errors
-from ..errors import ConfigurationError, StoreError, TidelogError, TopicConflict, UnknownTopic
+from ..errors import ConfigurationError, LeaseLost, StoreError, TidelogError, TopicConflict, UnknownTopic
 from ..records import decode_headers, decode_meta
 from ..wire import stored_to_wire, wire_to_row
 from .base import (
+    ACK,
+    EXTEND,
+    RELEASE,
     AppendBatch,
     CleansRemotely,
     GroupMember,
@@ -41,6 +44,7 @@ from .base import (
     RedrivesRemotely,
     Replayed,
     Row,
+    Settle,
     Store,
     TopicInfo,
     Watchable,
@@ -241,7 +245,9 @@ class HTTPStore(Store, CleansRemotely, RedrivesRemotely, Watchable):
     ) -> int:
         return self.append_many([AppendBatch(topic, partition, timestamp, [value], [meta])])[0]
 
-    def append_many(self, batches: Sequence[AppendBatch], txn: str | None = None) -> list[int] | Replayed:
+    def append_many(
+        self, batches: Sequence[AppendBatch], txn: str | None = None, txn_since: int = 0
+    ) -> list[int] | Replayed:
         """One request, one transaction on the server: all batches or none.
 
         With a `txn` id the server answers a replay with the earlier write's
@@ -266,6 +272,8 @@ class HTTPStore(Store, CleansRemotely, RedrivesRemotely, Watchable):
         body: dict[str, Any] = {"batches": wire}
         if txn is not None:
             body["txn"] = txn
+            if txn_since:
+                body["txn_since"] = txn_since
         sent = self._call("POST", "/v1/records", json=body)["batches"]
         if txn is not None:
             asked = [(w["topic"], w["partition"], len(w["records"]), w["timestamp"]) for w in wire]
@@ -410,10 +418,12 @@ class HTTPStore(Store, CleansRemotely, RedrivesRemotely, Watchable):
     def queue_open(
         self, group: str, topic: str, config: dict[str, Any], start: str, now: int
     ) -> dict[str, Any]:
-        body = {k: config[k] for k in ("max_deliveries", "dead_letter") if config.get(k) is not None}
+        body = {
+            k: config[k] for k in ("max_deliveries", "dead_letter", "ordering") if config.get(k) is not None
+        }
         body["start"] = start
         d = self._call("POST", self._queue_path(topic), params={"group": group}, json=body)
-        return {"max_deliveries": d["max_deliveries"], "dead_letter": d["dead_letter"]}
+        return {k: d[k] for k in ("max_deliveries", "dead_letter", "ordering") if k in d}
 
     def queue_receive(
         self,
@@ -424,6 +434,10 @@ class HTTPStore(Store, CleansRemotely, RedrivesRemotely, Watchable):
         lease_ms: int,
         due_of: Any,
         new_receipt: Any,
+        *,
+        priority_of: Any = None,
+        window: int = 0,
+        key_of: Any = None,
     ) -> tuple[list[Leased], int | None]:
         params = {"group": group, "max": limit, "visibility_timeout": lease_ms / 1000}
         d = self._call("POST", self._queue_path(topic, "receive"), params=params)
@@ -456,9 +470,42 @@ class HTTPStore(Store, CleansRemotely, RedrivesRemotely, Watchable):
         self._settle("extend", group, topic, {"receipt": receipt, "deadline": deadline})
 
     def queue_release(
-        self, group: str, topic: str, partition: int, offset: int, receipt: str, due: int
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        receipt: str,
+        due: int,
+        behind: bool = False,
     ) -> None:
-        self._settle("nack", group, topic, {"receipt": receipt, "due": due})
+        self._settle("nack", group, topic, {"receipt": receipt, **self._release_body(due, behind)})
+
+    @staticmethod
+    def _release_body(due: int, behind: bool) -> dict[str, Any]:
+        # Behind is "at the back" on the server's clock; a due time is absolute.
+        return {"back": True} if behind else {"due": due}
+
+    def queue_settle(self, group: str, topic: str, settles: Sequence[Settle]) -> list[LeaseLost | None]:
+        # One request (one transaction on the server) per kind of settling:
+        # the routes take many receipts with one setting each.
+        kinds: dict[tuple[str, int, bool], list[int]] = {}
+        for i, s in enumerate(settles):
+            kinds.setdefault((s.action, s.time, s.behind), []).append(i)
+        out: list[LeaseLost | None] = [None] * len(settles)
+        for (action, at, behind), indexes in kinds.items():
+            body: dict[str, Any] = {"receipts": [settles[i].receipt for i in indexes]}
+            if action == EXTEND:
+                body["deadline"] = at
+            elif action == RELEASE:
+                body.update(self._release_body(at, behind))
+            route = {ACK: "ack", EXTEND: "extend", RELEASE: "nack"}[action]
+            d = self._settle(route, group, topic, body)
+            for failure in d["failed"]:
+                error = failure["error"]
+                # Only a lost lease fails one receipt alone; anything else failed the request.
+                out[indexes[failure["index"]]] = LeaseLost(error["message"])
+        return out
 
     def queue_dead_letter(
         self, group: str, topic: str, partition: int, offset: int, receipt: str, dead_letter: AppendBatch

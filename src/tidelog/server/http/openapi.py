@@ -150,6 +150,14 @@ TOPIC_P, GROUP_P, PARTITION_P = _p("topic", NAME), _p("group", NAME), _p("partit
 QGROUP = _q("group", NAME, description="the queue group (default: the topic's name)")
 CHUNK = _q("chunk", {"type": "integer", "minimum": 1, "maximum": 100000}, description="records a step")
 RECEIPT = {"type": "string", "description": "the opaque receipt of a delivery"}
+RECEIPTS = {
+    "type": "array",
+    "items": RECEIPT,
+    "minItems": 1,
+    "maxItems": 10000,
+    "description": "several deliveries, settled in one store transaction; each succeeds or is "
+    "listed in the answer's `failed` (index, error) on its own",
+}
 DELIVERY = {
     **RECORD_OUT,
     "required": [*RECORD_OUT["required"], "delivery_count", "receipt", "lease_deadline"],
@@ -425,6 +433,12 @@ def spec() -> dict[str, Any]:
                             "pattern": "^[A-Za-z0-9._:-]{1,255}$",
                             "description": "an idempotent write: a txn id seen before writes nothing and answers that write",
                         },
+                        "txn_since": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "description": "ms since epoch: a txn id recorded by a write stamped earlier "
+                            "no longer counts (a dedup window); this write takes it over",
+                        },
                     },
                     "additionalProperties": False,
                 },
@@ -603,7 +617,8 @@ def spec() -> dict[str, Any]:
         },
         "/v1/queues/{topic}": {
             "post": _op(
-                "Open a queue group: stores max_deliveries, dead_letter and start on first use, answers the stored ones",
+                "Open a queue group: stores max_deliveries, dead_letter, start and ordering on first use, "
+                "answers the stored ones (another ordering than the stored one: 409 group_conflict)",
                 params=[TOPIC_P, QGROUP],
                 body={
                     "type": "object",
@@ -611,6 +626,10 @@ def spec() -> dict[str, Any]:
                         "max_deliveries": {"type": "integer", "minimum": 1, "maximum": 1 << 31},
                         "dead_letter": NAME,
                         "start": {"enum": ["earliest", "latest"]},
+                        "ordering": {
+                            "enum": ["none", "key"],
+                            "description": "key: a key's records one at a time, in offset order",
+                        },
                     },
                     "additionalProperties": False,
                 },
@@ -619,7 +638,8 @@ def spec() -> dict[str, Any]:
         },
         "/v1/queues/{topic}/messages": {
             "post": _op(
-                "Send records; with delay, queue groups do not deliver them before then",
+                "Send records; with delay, queue groups do not deliver them before then; with priority "
+                "(0-9), before available records of lower priority",
                 params=[TOPIC_P, QGROUP],
                 body={
                     "type": "object",
@@ -627,6 +647,13 @@ def spec() -> dict[str, Any]:
                     "properties": {
                         "records": {"type": "array", "items": RECORD_IN, "minItems": 1},
                         "delay": {"type": "number", "minimum": 0},
+                        "priority": {"type": "integer", "minimum": 0, "maximum": 9, "default": 0},
+                        "dedup_id": {
+                            "type": "string",
+                            "minLength": 1,
+                            "description": "at most 128 bytes: sent again within the topic's dedup_window_ms, "
+                            "nothing is appended and the first send's offsets are answered",
+                        },
                         "partition": OFFSET,
                         "producer": NAME,
                     },
@@ -656,13 +683,14 @@ def spec() -> dict[str, Any]:
         },
         "/v1/queues/{topic}/ack": {
             "post": _op(
-                "Finish a delivery (receipt), or several (receipts: each on its own, failures listed)",
+                "Finish a delivery (receipt), or several (receipts: one transaction, each on its own, "
+                "failures listed)",
                 params=[TOPIC_P, QGROUP],
                 body={
                     "type": "object",
                     "properties": {
                         "receipt": RECEIPT,
-                        "receipts": {"type": "array", "items": RECEIPT, "minItems": 1, "maxItems": 10000},
+                        "receipts": RECEIPTS,
                     },
                     "additionalProperties": False,
                 },
@@ -671,13 +699,14 @@ def spec() -> dict[str, Any]:
         },
         "/v1/queues/{topic}/nack": {
             "post": _op(
-                "Available again: at the front (default), back, after delay seconds, or at due (ms)",
+                "Available again: at the front (default), back (behind every record waiting now), after "
+                "delay seconds, or at due (ms); receipts: several in one transaction (answers released, failed)",
                 params=[TOPIC_P, QGROUP],
                 body={
                     "type": "object",
-                    "required": ["receipt"],
                     "properties": {
                         "receipt": RECEIPT,
+                        "receipts": RECEIPTS,
                         "back": {"type": "boolean"},
                         "delay": {"type": "number", "minimum": 0, "maximum": 43200},
                         "due": {
@@ -693,13 +722,14 @@ def spec() -> dict[str, Any]:
         },
         "/v1/queues/{topic}/extend": {
             "post": _op(
-                "Push the lease deadline out: seconds from now, or to deadline (ms since epoch, server clock)",
+                "Push the lease deadline out: seconds from now, or to deadline (ms since epoch, server "
+                "clock); receipts: several in one transaction (answers extended, lease_deadline, failed)",
                 params=[TOPIC_P, QGROUP],
                 body={
                     "type": "object",
-                    "required": ["receipt"],
                     "properties": {
                         "receipt": RECEIPT,
+                        "receipts": RECEIPTS,
                         "seconds": {"type": "number", "minimum": 0, "maximum": 43200},
                         "deadline": {"type": "integer", "minimum": 0},
                     },

@@ -9,6 +9,7 @@ carry an opaque receipt token (see `receipts`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -19,7 +20,7 @@ from ...config import check_name
 from ...errors import InvalidRequest, LeaseLost, TidelogError
 from ...log import MAX_BATCH
 from ...notify import along_poll
-from ...queues import MAX_RECEIVE, MAX_VISIBILITY_S, Delivery, Queue
+from ...queues import MAX_RECEIVE, MAX_VISIBILITY_S, Delivery, Queue, check_dedup_id, check_priority
 from ...wire import record_in, row_to_wire
 from . import receipts
 from .bodies import (
@@ -83,9 +84,11 @@ async def open_queue(request: Request) -> Response:
     body = parse_json(raw) if raw.strip() else {}
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
-    no_unknown(body, {"max_deliveries", "dead_letter", "start"})
+    no_unknown(body, {"max_deliveries", "dead_letter", "start", "ordering"})
     int_field(body, "max_deliveries", 1, MAX_DELIVERIES, default=None)  # stored as JSON: keep it small
-    options = {k: body[k] for k in ("max_deliveries", "dead_letter", "start") if body.get(k) is not None}
+    options = {
+        k: body[k] for k in ("max_deliveries", "dead_letter", "start", "ordering") if body.get(k) is not None
+    }
     queue = await ctx.run(ctx.queue, topic, group, options)
     return json_response(
         {
@@ -93,6 +96,7 @@ async def open_queue(request: Request) -> Response:
             "group": group,
             "max_deliveries": queue.max_deliveries,
             "dead_letter": queue.dead_letter,
+            "ordering": queue.ordering,
         }
     )
 
@@ -105,11 +109,15 @@ async def send(request: Request) -> Response:
     ctx = ctx_of(request)
     topic, group = topic_and_group(request)
     body = await json_object(request, ctx.settings.max_body)
-    no_unknown(body, {"records", "delay", "partition", "producer"})
+    no_unknown(body, {"records", "delay", "partition", "producer", "priority", "dedup_id"})
     records = field(body, "records", list)
     if not records or len(records) > MAX_BATCH:
         raise InvalidRequest(f"field 'records' must hold 1 to {MAX_BATCH} records, got {len(records)}")
     delay = number_field(body, "delay", default=0)
+    priority = check_priority(body.get("priority", 0))
+    dedup_id = body.get("dedup_id")
+    if dedup_id is not None:
+        check_dedup_id(dedup_id)
     default_partition = int_field(body, "partition", 0, default=None)
     producer_id = field(body, "producer", str, default=None)
     if producer_id is not None:
@@ -138,11 +146,15 @@ async def send(request: Request) -> Response:
 
     def job():
         return [
-            queue.prepare(values, **_placement(route), delay=delay, producer=producer)
+            queue.prepare(values, **_placement(route), delay=delay, producer=producer, priority=priority)
             for route, (_, values) in routes.items()
         ]
 
-    sent = await ctx.writer.write(job)
+    if dedup_id is None:
+        sent = await ctx.writer.write(job)
+    else:
+        txn, since = queue.dedup(dedup_id)
+        sent = await ctx.writer.write(job, txn, since)
     placed: list[Any] = [None] * len(records)
     for (indices, _), s in zip(routes.values(), sent):
         for j, i in enumerate(indices):
@@ -173,33 +185,60 @@ async def _settle_body(request: Request, known: set[str]) -> tuple[Context, Queu
     return ctx, queue, body
 
 
-async def ack(request: Request) -> Response:
-    """Ack one receipt (`receipt`), or many (`receipts`: each settled on its own)."""
-    ctx, queue, body = await _settle_body(request, {"receipt", "receipts"})
+def _one_or_many(body: dict[str, Any]) -> str | list[Any]:
+    """The body's `receipt`, or its `receipts` (1 to MAX_RECEIVE of them)."""
     if ("receipt" in body) == ("receipts" in body):
         raise InvalidRequest("send exactly one of 'receipt' and 'receipts'")
     if "receipt" in body:
-        r = receipts.decode(field(body, "receipt", str), queue.group, queue.topic)
+        return field(body, "receipt", str)
+    tokens: list[Any] = field(body, "receipts", list)
+    if not tokens or len(tokens) > MAX_RECEIVE:
+        raise InvalidRequest(f"field 'receipts' must hold 1 to {MAX_RECEIVE} receipts")
+    return tokens
+
+
+def _failure(index: int, e: TidelogError) -> dict[str, Any]:
+    return {"index": index, "error": {"code": e.code, "message": str(e)}}
+
+
+def _settle_many(
+    queue: Queue, tokens: list[Any], settle: Callable[[list[Delivery]], list[Any]]
+) -> tuple[list[Any], list[dict[str, Any]]]:
+    """Settle the receipts in one store transaction (`settle` is a `Queue.*_many`);
+    (what each settled one returned, the failures by index in the request)."""
+    indexes: list[int] = []
+    deliveries: list[Delivery] = []
+    failed: list[dict[str, Any]] = []
+    for i, token in enumerate(tokens):
+        try:
+            deliveries.append(receipts.delivery(receipts.decode(token, queue.group, queue.topic)))
+            indexes.append(i)
+        except TidelogError as e:
+            failed.append(_failure(i, e))
+    done: list[Any] = []
+    for i, result in zip(indexes, settle(deliveries) if deliveries else []):
+        if isinstance(result, TidelogError):
+            failed.append(_failure(i, result))
+        else:
+            done.append(result)
+    failed.sort(key=lambda f: f["index"])
+    return done, failed
+
+
+async def ack(request: Request) -> Response:
+    """Ack one receipt (`receipt`), or many (`receipts`: in one store
+    transaction, each acked or failed on its own)."""
+    ctx, queue, body = await _settle_body(request, {"receipt", "receipts"})
+    tokens = _one_or_many(body)
+    if isinstance(tokens, str):
+        r = receipts.decode(tokens, queue.group, queue.topic)
         await ctx.run(queue.ack, receipts.delivery(r))
         ctx.metrics.acks.labels(queue.topic, queue.group).inc()
         return json_response({"acked": 1})
-    tokens = field(body, "receipts", list)
-    if not tokens or len(tokens) > MAX_RECEIVE:
-        raise InvalidRequest(f"field 'receipts' must hold 1 to {MAX_RECEIVE} receipts")
-
-    def ack_each() -> list[dict[str, Any]]:
-        failed = []
-        for i, token in enumerate(tokens):
-            try:
-                queue.ack(receipts.delivery(receipts.decode(token, queue.group, queue.topic)))
-            except TidelogError as e:
-                failed.append({"index": i, "error": {"code": e.code, "message": str(e)}})
-        return failed
-
-    failed = await ctx.run(ack_each)
-    if len(tokens) > len(failed):
-        ctx.metrics.acks.labels(queue.topic, queue.group).inc(len(tokens) - len(failed))
-    return json_response({"acked": len(tokens) - len(failed), "failed": failed})
+    done, failed = await ctx.run(_settle_many, queue, tokens, queue.ack_many)
+    if done:
+        ctx.metrics.acks.labels(queue.topic, queue.group).inc(len(done))
+    return json_response({"acked": len(done), "failed": failed})
 
 
 def _due_to_nack(ctx: Context, due: int) -> dict[str, Any]:
@@ -214,23 +253,29 @@ def _due_to_nack(ctx: Context, due: int) -> dict[str, Any]:
 
 
 async def nack(request: Request) -> Response:
-    """Available again: at the front (default), at the back, after `delay` s, or at `due` (ms)."""
-    ctx, queue, body = await _settle_body(request, {"receipt", "back", "delay", "due"})
-    r = receipts.decode(field(body, "receipt", str), queue.group, queue.topic)
+    """Available again: at the front (default), at the back, after `delay` s, or
+    at `due` (ms); one `receipt`, or many `receipts` in one store transaction."""
+    ctx, queue, body = await _settle_body(request, {"receipt", "receipts", "back", "delay", "due"})
+    tokens = _one_or_many(body)
     back = field(body, "back", bool, default=False)
     delay = number_field(body, "delay", default=None)
     due = int_field(body, "due", 0, default=None)
     if sum((back, delay is not None, due is not None)) > 1:
         raise InvalidRequest("send at most one of 'back', 'delay' and 'due'")
     options: dict[str, Any] = {"back": back, "delay": delay} if due is None else _due_to_nack(ctx, due)
-    await ctx.run(lambda: queue.nack(receipts.delivery(r), **options))
-    return json_response({"released": True})
+    if isinstance(tokens, str):
+        r = receipts.decode(tokens, queue.group, queue.topic)
+        await ctx.run(lambda: queue.nack(receipts.delivery(r), **options))
+        return json_response({"released": True})
+    done, failed = await ctx.run(_settle_many, queue, tokens, lambda ds: queue.nack_many(ds, **options))
+    return json_response({"released": len(done), "failed": failed})
 
 
 async def extend(request: Request) -> Response:
-    """Push the lease out to `seconds` from now, or to `deadline` (ms, the server's clock)."""
-    ctx, queue, body = await _settle_body(request, {"receipt", "seconds", "deadline"})
-    r = receipts.decode(field(body, "receipt", str), queue.group, queue.topic)
+    """Push the lease out to `seconds` from now, or to `deadline` (ms, the
+    server's clock); one `receipt`, or many `receipts` in one store transaction."""
+    ctx, queue, body = await _settle_body(request, {"receipt", "receipts", "seconds", "deadline"})
+    tokens = _one_or_many(body)
     if ("seconds" in body) == ("deadline" in body):
         raise InvalidRequest("send exactly one of 'seconds' and 'deadline'")
     if "seconds" in body:
@@ -238,8 +283,13 @@ async def extend(request: Request) -> Response:
     else:
         deadline = int_field(body, "deadline", 0)
         seconds = min(max(0.0, (deadline - ctx.log.clock() + 0.5) / 1000), MAX_VISIBILITY_S)
-    d = await ctx.run(queue.extend, receipts.delivery(r), seconds)
-    return json_response({"lease_deadline": d.lease_deadline})
+    if isinstance(tokens, str):
+        r = receipts.decode(tokens, queue.group, queue.topic)
+        d = await ctx.run(queue.extend, receipts.delivery(r), seconds)
+        return json_response({"lease_deadline": d.lease_deadline})
+    done, failed = await ctx.run(_settle_many, queue, tokens, lambda ds: queue.extend_many(ds, seconds))
+    deadline_out = done[0].lease_deadline if done else None
+    return json_response({"extended": len(done), "lease_deadline": deadline_out, "failed": failed})
 
 
 async def reject(request: Request) -> Response:

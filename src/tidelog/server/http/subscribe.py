@@ -54,6 +54,8 @@ ANSWER = "answer the message with ACK, NACK, BACK or DACK <seconds>"
 
 # A settle: (command, delivery, seconds for DACK). EXTEND is the server's own.
 Settle = tuple[str, Delivery, float | None]
+# The client's words as `Queue.settle_many`'s commands.
+_COMMANDS = {"ACK": "ack", "NACK": "nack", "BACK": "back", "DACK": "delay", "EXTEND": "extend"}
 
 
 class Pump:
@@ -105,25 +107,23 @@ class Pump:
     def _round(self, settles: list[Settle], want: int) -> tuple[list[Any], list[Delivery], int | None]:
         """On a worker thread: apply answers, then lease up to `want` records."""
         q = self.queue
-        results: list[Any] = []
-        for command, d, seconds in settles:
-            try:
-                if command == "ACK":
-                    q.ack(d)
-                    results.append(None)
-                elif command == "NACK":
-                    q.nack(d)
-                    results.append(None)
-                elif command == "BACK":
-                    q.nack(d, back=True)
-                    results.append(None)
-                elif command == "DACK":
-                    q.nack(d, delay=seconds)
-                    results.append(None)
-                else:  # EXTEND
-                    results.append(q.extend(d, VISIBILITY_S))
-            except TidelogError as e:
-                results.append(e)
+        # Every answer of the round in one store transaction (each one still
+        # succeeds or fails on its own).
+        many = [
+            (_COMMANDS[command], d, VISIBILITY_S if command == "EXTEND" else seconds)
+            for command, d, seconds in settles
+        ]
+        try:
+            results: list[Any] = q.settle_many(many) if many else []
+        except TidelogError:
+            # One answer is bad (a DACK out of range): nothing was settled;
+            # apply them one by one, so only that one fails.
+            results = []
+            for item in many:
+                try:
+                    results.append(q.settle_many([item])[0])
+                except TidelogError as e:
+                    results.append(e)
         got, next_due = q.poll(want, VISIBILITY_S) if want else ([], None)
         return results, got, next_due
 

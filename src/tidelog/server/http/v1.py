@@ -201,10 +201,11 @@ async def produce_batches(request: Request) -> Response:
     """
     ctx = ctx_of(request)
     body = await json_object(request, ctx.settings.max_body)
-    no_unknown(body, {"batches", "txn"})
+    no_unknown(body, {"batches", "txn", "txn_since"})
     txn = field(body, "txn", str, default=None)
     if txn is not None:
         check_txn(txn)
+    txn_since = int_field(body, "txn_since", 0, default=0)
     batches = field(body, "batches", list)
     if not batches:
         raise InvalidRequest("field 'batches' must hold at least one batch")
@@ -237,7 +238,7 @@ async def produce_batches(request: Request) -> Response:
             out.append(producer.prepare(topic, values, key=key, partition=partition, timestamp=stamp))
         return out
 
-    sent = await ctx.writer.write(job, txn)
+    sent = await ctx.writer.write(job, txn, txn_since)
     return json_response({"batches": [_batch_out(s) for s in sent]})
 
 

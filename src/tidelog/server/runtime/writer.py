@@ -48,7 +48,7 @@ class GroupCommitWriter:
                 pass
         self._thread.shutdown(wait=True)
 
-    async def write(self, job: Job, txn: str | None = None) -> list[BatchSent]:
+    async def write(self, job: Job, txn: str | None = None, txn_since: int = 0) -> list[BatchSent]:
         """Run `job` and commit its batches; returns after they are committed.
 
         With a `txn` id (an idempotent write) the batches get a transaction of
@@ -56,7 +56,9 @@ class GroupCommitWriter:
         exactly these records.
         """
         if txn is not None:
-            return await asyncio.get_running_loop().run_in_executor(self._thread, self._txn, job, txn)
+            return await asyncio.get_running_loop().run_in_executor(
+                self._thread, self._txn, job, txn, txn_since
+            )
         future = asyncio.get_running_loop().create_future()
         self._jobs.append((job, future))
         self._wake.set()
@@ -149,8 +151,8 @@ class GroupCommitWriter:
                 first += len(b.values)
         return sent
 
-    def _txn(self, job: Job, txn: str) -> list[BatchSent]:
-        sent = self.log.write(job(), txn=txn)
+    def _txn(self, job: Job, txn: str, txn_since: int = 0) -> list[BatchSent]:
+        sent = self.log.write(job(), txn=txn, txn_since=txn_since)
         self.commits += 1
         if self.on_written is not None:
             self.on_written(sent)

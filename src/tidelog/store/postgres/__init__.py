@@ -7,12 +7,13 @@ psycopg 3 with its connection pool. One module a role, each a subclass of
 
 from __future__ import annotations
 
-from ..base import Cleanable, NamedConsumers, Reclaimable, Store, Watchable
+from ..base import Cleanable, NamedConsumers, Reclaimable, Store, Transactional, Watchable
 from ..failures import translate_errors
 from .base import DRIVER_ERROR, PostgresBase, store_failure
 from .consumers import PostgresConsumers
 from .groups import PostgresGroups
 from .log import PostgresLog
+from .outbox import PostgresOutbox
 from .queues import PostgresQueues
 from .retention import PostgresRetention
 
@@ -24,11 +25,13 @@ class PostgresStore(
     PostgresConsumers,
     PostgresGroups,
     PostgresRetention,
+    PostgresOutbox,
     Store,
     NamedConsumers,
     Cleanable,
     Watchable,
     Reclaimable,
+    Transactional,
 ):
     """The Store protocol on a PostgreSQL database (or a schema in one)."""
 

@@ -245,7 +245,9 @@ class PostgresLog(PostgresBase):
             # recreated) elsewhere since we cached its pids.
         raise UnknownTopic(f"topic {topic!r} does not exist")
 
-    def append_many(self, batches: Sequence[AppendBatch], txn: str | None = None) -> list[int] | Replayed:
+    def append_many(
+        self, batches: Sequence[AppendBatch], txn: str | None = None, txn_since: int = 0
+    ) -> list[int] | Replayed:
         params = [_append_params(b) for b in batches]
         gone = batches[0]
         for attempt in (0, 1):
@@ -254,7 +256,7 @@ class PostgresLog(PostgresBase):
             try:
                 with self._conn() as conn:
                     if txn is not None:
-                        return self._append_once(conn, params, batches, txn)
+                        return self._append_once(conn, params, batches, txn, txn_since)
                     if len(batches) == 1:
                         row = conn.execute(_APPEND, params[0]).fetchone()
                         if row is None:
@@ -273,17 +275,23 @@ class PostgresLog(PostgresBase):
 
     @staticmethod
     def _append_once(
-        conn: psycopg.Connection, params: list[dict[str, Any]], batches: Sequence[AppendBatch], txn: str
+        conn: psycopg.Connection,
+        params: list[dict[str, Any]],
+        batches: Sequence[AppendBatch],
+        txn: str,
+        txn_since: int = 0,
     ) -> list[int] | Replayed:
         """An idempotent write: claim the txn id, append, record the result,
         all in one transaction. A second writer of the same id waits on the
         claim until the first commits (then replays its result) or rolls
-        back (then writes itself)."""
+        back (then writes itself). An id whose write is stamped before
+        `txn_since` is claimed again (the update re-checks it under the lock)."""
         with conn.transaction():
             claimed = conn.execute(
                 "INSERT INTO tidelog_txns (id, result, created) VALUES (%s, '[]', %s) "
-                "ON CONFLICT (id) DO NOTHING RETURNING 1",
-                (txn, _now_ms()),
+                "ON CONFLICT (id) DO UPDATE SET result = '[]', created = excluded.created "
+                "WHERE (tidelog_txns.result->>0)::bigint < %s RETURNING 1",
+                (txn, _now_ms(), txn_since),
             ).fetchone()
             if claimed is None:
                 ts, done = one(conn.execute("SELECT result FROM tidelog_txns WHERE id = %s", (txn,)))[0]

@@ -22,31 +22,37 @@ writer gave for free:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...errors import LeaseLost, UnknownGroup, UnknownTopic
-from ..base import AppendBatch, Leased, QueueStats
+from ..base import ACK, EXTEND, RELEASE, AppendBatch, Leased, QueueStats, Settle
+from ..leasing import HeldKeys, Picking, to_park
 from .base import _APPEND, PostgresBase, _append_params, _PartitionGone, one, stored
 
 # Serialises the calls that take new records or move a cursor, per group and topic.
 LOCK_GROUP = "SELECT 1 FROM tidelog_queue_groups WHERE grp = %s AND topic_id = %s FOR UPDATE"
 
-# Leases due again (expired, released, delayed), oldest due first, per partition.
+# Leases due again (expired, released, delayed, passed over), highest priority
+# then oldest due first, per partition.
 _DUE = """
-SELECT p.i - 1, s."offset", s.due, s.deliveries
+SELECT p.i - 1, s."offset", s.due, s.seq, s.deliveries, s.priority
 FROM unnest(%(pids)s::bigint[]) WITH ORDINALITY AS p(pid, i)
 CROSS JOIN LATERAL (
-    SELECT "offset", due, deliveries FROM tidelog_queue_state
+    SELECT "offset", due, seq, deliveries, priority FROM tidelog_queue_state s
     WHERE grp = %(grp)s AND pid = p.pid AND due <= %(now)s
-    ORDER BY due, "offset" LIMIT %(limit)s
+      -- ordering "key": only the earliest record of its key still in the group
+      AND (NOT %(ordered)s OR okey IS NULL OR NOT EXISTS (
+        SELECT FROM tidelog_queue_state k
+        WHERE k.grp = %(grp)s AND k.pid = p.pid AND k.okey = s.okey AND k."offset" < s."offset"))
+    ORDER BY priority DESC, due, seq, "offset" LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ) s
 """
 
 # Records past each partition's cursor, in offset order: the first one held
-# past it (one index probe), then a range of `limit` offsets from there.
-# Both bounds keep every plan an index range scan of at most `limit` rows,
+# past it (one index probe), then a range of `window` offsets from there.
+# Both bounds keep every plan an index range scan of at most `window` rows,
 # whatever the table's statistics say; a gap that compaction left inside the
 # range only makes the batch smaller.
 _FRESH = """
@@ -58,7 +64,7 @@ CROSS JOIN LATERAL (
 ) f
 CROSS JOIN LATERAL (
     SELECT "offset", ts, value, text, meta FROM tidelog_records
-    WHERE pid = p.pid AND "offset" >= f.first AND "offset" < f.first + %(limit)s
+    WHERE pid = p.pid AND "offset" >= f.first AND "offset" < f.first + %(window)s
 ) r
 ORDER BY p.i, r."offset"
 """
@@ -77,32 +83,42 @@ WITH v AS (
     WHERE s.grp = %(grp)s AND s.pid = v.pid AND s."offset" = v."offset"
       AND NOT EXISTS (SELECT 1 FROM r WHERE r.pid = v.pid AND r."offset" = v."offset")
 ), leased AS (
-    UPDATE tidelog_queue_state s SET due = %(deadline)s, deliveries = s.deliveries + 1, receipt = r.receipt
+    UPDATE tidelog_queue_state s SET due = %(deadline)s, seq = 0, deliveries = s.deliveries + 1, receipt = r.receipt
     FROM r WHERE s.grp = %(grp)s AND s.pid = r.pid AND s."offset" = r."offset"
 )
 SELECT pid, "offset", ts, value, text, meta FROM r
 """
 
-# New records taken into the group: leased ones, and delayed ones parked
-# until due; the cursor follows the highest offset taken. A row already there
+# New records taken into the group: leased ones, and delayed or passed-over
+# ones parked until due or their turn; the cursor follows the highest offset taken. A row already there
 # (the cursor of a Redis group was moved back) is taken afresh.
 _TAKE_NEW = """
 WITH v AS (
-    SELECT pid, "offset", %(deadline)s::bigint AS due, 1 AS deliveries, receipt
-    FROM unnest(%(pids)s::bigint[], %(offsets)s::bigint[], %(receipts)s::text[]) AS l(pid, "offset", receipt)
+    SELECT pid, "offset", %(deadline)s::bigint AS due, 1 AS deliveries, receipt, priority, okey
+    FROM unnest(%(pids)s::bigint[], %(offsets)s::bigint[], %(receipts)s::text[], %(priorities)s::smallint[],
+                %(okeys)s::bytea[])
+        AS l(pid, "offset", receipt, priority, okey)
     UNION ALL
-    SELECT pid, "offset", due, 0, NULL
-    FROM unnest(%(delayed_pids)s::bigint[], %(delayed_offsets)s::bigint[], %(dues)s::bigint[])
-        AS d(pid, "offset", due)
+    SELECT pid, "offset", due, 0, NULL, priority, okey
+    FROM unnest(%(delayed_pids)s::bigint[], %(delayed_offsets)s::bigint[], %(dues)s::bigint[],
+                %(delayed_priorities)s::smallint[], %(delayed_okeys)s::bytea[])
+        AS d(pid, "offset", due, priority, okey)
 ), s AS (
-    INSERT INTO tidelog_queue_state (grp, pid, "offset", due, deliveries, receipt)
-    SELECT %(grp)s, pid, "offset", due, deliveries, receipt FROM v
-    ON CONFLICT (grp, pid, "offset") DO UPDATE SET due = excluded.due, deliveries = excluded.deliveries,
+    INSERT INTO tidelog_queue_state (grp, pid, "offset", due, deliveries, receipt, priority, okey)
+    SELECT %(grp)s, pid, "offset", due, deliveries, receipt, priority, okey FROM v
+    ON CONFLICT (grp, pid, "offset") DO UPDATE SET due = excluded.due, seq = 0, deliveries = excluded.deliveries,
+        priority = excluded.priority, okey = excluded.okey,
         receipt = excluded.receipt, consumer = NULL, delivered = NULL
 )
 INSERT INTO tidelog_queue_cursors (grp, pid, scanned)
 SELECT %(grp)s, pid, max("offset") FROM v GROUP BY pid
 ON CONFLICT (grp, pid) DO UPDATE SET scanned = greatest(tidelog_queue_cursors.scanned, excluded.scanned)
+"""
+
+# Of the keys of new records, those with a record in the group's state.
+_BLOCKED = """
+SELECT DISTINCT s.pid, s.okey FROM unnest(%(pids)s::bigint[], %(okeys)s::bytea[]) AS v(pid, okey)
+JOIN tidelog_queue_state s ON s.grp = %(grp)s AND s.pid = v.pid AND s.okey = v.okey
 """
 
 _NEXT_DUE = """
@@ -123,6 +139,14 @@ FROM (VALUES (1)) AS one
 LEFT JOIN tidelog_queue_state s ON s.grp = %(grp)s AND s.pid = %(pid)s AND s."offset" = %(offset)s
 """
 
+# The same for many records at once, before a batch settles them.
+_LEASE_ROWS = """
+SELECT v.pid, v."offset", c.scanned, s.grp IS NOT NULL, s.receipt, s.deliveries
+FROM unnest(%(pids)s::bigint[], %(offsets)s::bigint[]) AS v(pid, "offset")
+LEFT JOIN tidelog_queue_cursors c ON c.grp = %(grp)s AND c.pid = v.pid
+LEFT JOIN tidelog_queue_state s ON s.grp = %(grp)s AND s.pid = v.pid AND s."offset" = v."offset"
+"""
+
 _EXTEND = (
     'UPDATE tidelog_queue_state SET due = %s WHERE grp = %s AND pid = %s AND "offset" = %s AND receipt = %s'
 )
@@ -132,7 +156,11 @@ _EXTEND = (
 # on SQLite. (The lock comes first: an uncorrelated EXISTS runs once, up front.)
 _RELEASE = """
 WITH g AS (SELECT FROM tidelog_queue_groups WHERE grp = %(grp)s AND topic_id = %(topic_id)s FOR SHARE)
-UPDATE tidelog_queue_state SET due = %(due)s, receipt = NULL
+UPDATE tidelog_queue_state SET due = %(due)s, receipt = NULL,
+    -- behind: after every record of the group due then (see queue_release)
+    seq = CASE WHEN %(behind)s THEN (
+        SELECT coalesce(max(seq), 0) + 1 FROM tidelog_queue_state
+        WHERE grp = %(grp)s AND pid = ANY(%(pids)s::bigint[]) AND due = %(due)s) ELSE 0 END
 WHERE grp = %(grp)s AND pid = %(pid)s AND "offset" = %(offset)s AND receipt = %(receipt)s
   AND EXISTS (SELECT FROM g)
 """
@@ -227,12 +255,24 @@ class PostgresQueues(PostgresBase):
         lease_ms: int,
         due_of: Callable[[int, bytes | None], int],
         new_receipt: Callable[[], str],
+        *,
+        priority_of: Callable[[bytes | None], int] | None = None,
+        window: int = 0,
+        key_of: Callable[[bytes | None], bytes | None] | None = None,
     ) -> tuple[list[Leased], int | None]:
         topic_id, pids = self._topic_pids(topic)
         deadline = now + lease_ms
-        params = {"grp": group, "pids": list(pids), "now": now, "limit": limit}
+        params = {
+            "grp": group,
+            "pids": list(pids),
+            "now": now,
+            "limit": limit,
+            "window": max(limit, window),
+            "ordered": key_of is not None,
+        }
+        picking = Picking(now, due_of, priority_of, key_of)
         try:
-            return self._lease_batch(params, topic_id, pids, now, limit, deadline, due_of, new_receipt)
+            return self._lease_batch(params, topic_id, pids, limit, deadline, picking, new_receipt)
         except _NoGroup:
             raise self._no_group(group, topic) from None
 
@@ -241,10 +281,9 @@ class PostgresQueues(PostgresBase):
         params: dict[str, Any],
         topic_id: int,
         pids: tuple[int, ...],
-        now: int,
         limit: int,
         deadline: int,
-        due_of: Callable[[int, bytes | None], int],
+        picking: Picking,
         new_receipt: Callable[[], str],
     ) -> tuple[list[Leased], int | None]:
         group = params["grp"]
@@ -254,48 +293,64 @@ class PostgresQueues(PostgresBase):
             fresh_rows = conn.execute(_FRESH, params, binary=True)
             if lock.fetchone() is None:
                 raise _NoGroup
-            # candidates: (due, partition, offset, deliveries, record or None)
-            candidates: list[tuple[Any, ...]] = [(due, p, o, n, None) for p, o, due, n in due_rows]
-            # per partition: the new records in offset order as (offset, due, record or None if delayed)
-            fresh: dict[int, list[tuple[Any, ...]]] = {}
-            running = 0
+            # as tidelog.store.leasing says
+            candidates: list[tuple[Any, ...]] = [
+                (-r, due, q, p, o, n, None, None) for p, o, due, q, n, r in due_rows
+            ]
+            # per partition: the new records in offset order, (offset, ts, value, meta)
+            rows: dict[int, list[tuple[Any, ...]]] = {}
             for partition, offset, ts, value, text, meta in fresh_rows:
-                marked = fresh.get(partition)
-                if marked is None:
-                    marked = fresh[partition] = []
-                    running = 0
-                due = ts if meta is None else due_of(ts, meta)
-                if due > now:
-                    marked.append((offset, due, None))  # delayed: not yet deliverable
-                    continue
-                # A new record is never due before an older one of its partition.
-                running = max(running, due)
-                record = (offset, ts, stored(value, text), meta)
-                marked.append((offset, running, record))
-                candidates.append((running, partition, offset, 0, record))
-            candidates.sort(key=lambda c: (c[0], c[1], c[2]))
+                rows.setdefault(partition, []).append((offset, ts, stored(value, text), meta))
+
+            partition_of = {pid: i for i, pid in enumerate(pids)}
+
+            def query(pairs: list[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
+                # Keys with a record waiting or in flight in the group: theirs come first.
+                got = conn.execute(
+                    _BLOCKED,
+                    {"grp": group, "pids": [pids[p] for p, _ in pairs], "okeys": [k for _, k in pairs]},
+                )
+                return {(partition_of[pid], bytes(okey)) for pid, okey in got}
+
+            held = HeldKeys(query)
+            held.prefetch(picking, rows, limit)
+            fresh = {
+                partition: picking.mark_new(part, partition, held.of(partition), candidates, limit)
+                for partition, part in rows.items()
+            }
+            candidates.sort(key=lambda c: c[:5])
             taken = candidates[:limit]
 
             # Statement parameters, a list a column: leases again, new
-            # leases, and delayed records parked (pids, offsets, receipts or dues).
+            # leases, and records parked (pids, offsets, receipts or dues, priorities).
             again: tuple[list[int], list[int], list[str]] = ([], [], [])
-            leased: tuple[list[int], list[int], list[str]] = ([], [], [])
-            delayed: tuple[list[int], list[int], list[int]] = ([], [], [])
+            leased: tuple[list[int], list[int], list[str], list[int], list[bytes | None]] = (
+                [],
+                [],
+                [],
+                [],
+                [],
+            )
+            parked: tuple[list[int], list[int], list[int], list[int], list[bytes | None]] = (
+                [],
+                [],
+                [],
+                [],
+                [],
+            )
             receipts: dict[tuple[int, int], str] = {}
-            for _, partition, offset, _, record in taken:
+            for minus, _, _, partition, offset, _, record, key in taken:
                 receipt = receipts[partition, offset] = new_receipt()
                 if record is None:
                     _append_row(again, pids[partition], offset, receipt)
-            # New records taken, and the delayed ones in the unbroken run
-            # before the last of them, enter the state; the cursor follows.
+                else:
+                    _append_row(leased, pids[partition], offset, receipt, -minus, key)
+            # Records passed over or delayed before the last one taken enter
+            # the state; the cursor follows.
+            chosen = set(receipts)
             for partition, marked in fresh.items():
-                for offset, due, record in marked:
-                    if record is None:
-                        _append_row(delayed, pids[partition], offset, due)
-                    elif (partition, offset) in receipts:
-                        _append_row(leased, pids[partition], offset, receipts[partition, offset])
-                    else:
-                        break
+                for offset, due, priority, key in to_park(marked, partition, chosen):
+                    _append_row(parked, pids[partition], offset, due, priority, key)
 
             leased_again = None
             if again[0]:
@@ -310,7 +365,7 @@ class PostgresQueues(PostgresBase):
                     },
                     binary=True,
                 )
-            if leased[0] or delayed[0]:
+            if leased[0] or parked[0]:
                 conn.execute(
                     _TAKE_NEW,
                     {
@@ -319,9 +374,13 @@ class PostgresQueues(PostgresBase):
                         "pids": leased[0],
                         "offsets": leased[1],
                         "receipts": leased[2],
-                        "delayed_pids": delayed[0],
-                        "delayed_offsets": delayed[1],
-                        "dues": delayed[2],
+                        "priorities": leased[3],
+                        "okeys": leased[4],
+                        "delayed_pids": parked[0],
+                        "delayed_offsets": parked[1],
+                        "dues": parked[2],
+                        "delayed_priorities": parked[3],
+                        "delayed_okeys": parked[4],
                     },
                 )
             # When waiting ends (only asked when the batch may come out short).
@@ -332,7 +391,7 @@ class PostgresQueues(PostgresBase):
             next_due = one(next_due_row)[0] if next_due_row is not None else None
 
         out: list[Leased] = []
-        for _, partition, offset, deliveries, fresh_record in taken:
+        for _, _, _, partition, offset, deliveries, fresh_record, _ in taken:
             got = fresh_record if fresh_record is not None else records.get((pids[partition], offset))
             if got is None:  # removed by trim or retention meanwhile: nothing to deliver
                 continue
@@ -381,20 +440,78 @@ class PostgresQueues(PostgresBase):
                 raise self._lease_lost(conn, group, topic, partition, pid, offset)
 
     def queue_release(
-        self, group: str, topic: str, partition: int, offset: int, receipt: str, due: int
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        receipt: str,
+        due: int,
+        behind: bool = False,
     ) -> None:
         pid = self._pid(topic, partition)
+        topic_id, pids = self._topic_pids(topic)
         params = {
             "grp": group,
-            "topic_id": self._topic_pids(topic)[0],
+            "topic_id": topic_id,
+            "pids": list(pids),
             "pid": pid,
             "offset": offset,
             "receipt": receipt,
             "due": due,
+            "behind": behind,
         }
         with self._conn() as conn:
             if conn.execute(_RELEASE, params).rowcount != 1:
                 raise self._lease_lost(conn, group, topic, partition, pid, offset)
+
+    def queue_settle(self, group: str, topic: str, settles: Sequence[Settle]) -> list[LeaseLost | None]:
+        # Partitions first, so a bad one refuses the batch before anything is written.
+        pids = [self._pid(topic, s.partition) for s in settles]
+        topic_id, all_pids = self._topic_pids(topic)
+        out: list[LeaseLost | None] = []
+        with self._conn() as conn:
+            # One transaction, one round trip: every statement pipelined, then
+            # the row counts say which receipts still held their lease.
+            with conn.transaction(), conn.pipeline():
+                before = conn.execute(
+                    _LEASE_ROWS, {"grp": group, "pids": pids, "offsets": [s.offset for s in settles]}
+                )
+                cursors = []
+                for s, pid in zip(settles, pids):
+                    if s.action == ACK:
+                        cur = conn.execute(FINISH, (group, pid, s.offset, s.receipt))
+                    elif s.action == EXTEND:
+                        cur = conn.execute(_EXTEND, (s.time, group, pid, s.offset, s.receipt))
+                    else:
+                        params = {
+                            "grp": group,
+                            "topic_id": topic_id,
+                            "pids": list(all_pids),
+                            "pid": pid,
+                            "offset": s.offset,
+                            "receipt": s.receipt,
+                            "due": s.time,
+                            "behind": s.behind,
+                        }
+                        cur = conn.execute(_RELEASE, params)
+                    cursors.append(cur)
+            # Why a receipt failed, told as the single call would have: the
+            # state before the batch, carried forward through its successes.
+            state = {(pid, o): (scanned, found, held, n) for pid, o, scanned, found, held, n in before}
+            for s, pid, cur in zip(settles, pids, cursors):
+                scanned, found, held, deliveries = state[pid, s.offset]
+                if cur.rowcount == 1:
+                    out.append(None)
+                    if s.action == ACK:
+                        state[pid, s.offset] = (scanned, False, None, None)
+                    elif s.action == RELEASE:
+                        state[pid, s.offset] = (scanned, found, None, deliveries)
+                elif s.action == ACK and not found and scanned is not None and s.offset <= scanned:
+                    out.append(None)  # done already: acking twice is a no-op
+                else:
+                    out.append(lease_lost(group, topic, s.partition, s.offset, found, held, deliveries))
+        return out
 
     def queue_dead_letter(
         self,

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import sqlite3
 
-from ..base import Cleanable, NamedConsumers, Reclaimable, Store, Watchable
+from ..base import Cleanable, NamedConsumers, Reclaimable, Store, Transactional, Watchable
 from ..failures import translate_errors
 from .base import SQLiteBase, path_from_url, store_failure
 from .consumers import SQLiteConsumers
 from .groups import SQLiteGroups
 from .log import SQLiteLog
+from .outbox import SQLiteOutbox
 from .queues import SQLiteQueues
 from .retention import SQLiteRetention
 
@@ -27,11 +28,13 @@ class SQLiteStore(
     SQLiteConsumers,
     SQLiteGroups,
     SQLiteRetention,
+    SQLiteOutbox,
     Store,
     NamedConsumers,
     Cleanable,
     Watchable,
     Reclaimable,
+    Transactional,
 ):
     """The Store protocol on one SQLite file (or :memory:)."""
 

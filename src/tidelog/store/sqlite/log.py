@@ -211,7 +211,9 @@ class SQLiteLog(SQLiteBase):
             # recreated) by another process since we cached its pids.
         raise UnknownTopic(f"topic {topic!r} does not exist")
 
-    def append_many(self, batches: Sequence[AppendBatch], txn: str | None = None) -> list[int] | Replayed:
+    def append_many(
+        self, batches: Sequence[AppendBatch], txn: str | None = None, txn_since: int = 0
+    ) -> list[int] | Replayed:
         gone = batches[0]
         for attempt in (0, 1):
             pids = [self._pid(b.topic, b.partition, refresh=attempt == 1) for b in batches]
@@ -221,7 +223,10 @@ class SQLiteLog(SQLiteBase):
                         row = db.execute("SELECT result FROM txns WHERE id = ?", (txn,)).fetchone()
                         if row is not None:
                             ts, done = json.loads(row[0])
-                            return Replayed(ts, [tuple(b) for b in done])
+                            if ts >= txn_since:
+                                return Replayed(ts, [tuple(b) for b in done])
+                            # Outside its window: this write takes the id over.
+                            db.execute("DELETE FROM txns WHERE id = ?", (txn,))
                     firsts = []
                     for batch, pid in zip(batches, pids):
                         first = self._append_in(db, pid, batch)

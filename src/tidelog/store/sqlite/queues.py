@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...errors import LeaseLost, UnknownGroup, UnknownTopic
-from ..base import AppendBatch, Leased, QueueStats
+from ..base import ACK, EXTEND, RELEASE, AppendBatch, Leased, QueueStats, Settle
+from ..leasing import HeldKeys, Picking, to_park
 from .base import SQLiteBase
 
 OFFSET_BITS = 40
@@ -23,23 +24,30 @@ OFFSET_SPAN = 1 << OFFSET_BITS
 
 _CANDIDATES = """
 SELECT * FROM (
-    SELECT 0, offset, due, deliveries, NULL FROM queue_state
-    WHERE grp = ?1 AND pid = ?2 AND due <= ?3 ORDER BY due, offset LIMIT ?4)
+    SELECT 0, offset, due, deliveries, seq, priority FROM queue_state s
+    WHERE grp = ?1 AND pid = ?2 AND due <= ?3
+      -- ordering "key" (?8): only the earliest record of its key still in the group
+      AND (NOT ?8 OR okey IS NULL OR NOT EXISTS (
+        SELECT 1 FROM queue_state k WHERE k.grp = ?1 AND k.pid = ?2 AND k.okey = s.okey AND k.offset < s.offset))
+    ORDER BY priority DESC, due, seq, offset LIMIT ?4)
 UNION ALL
 SELECT * FROM (
-    SELECT 1, id - ?5, ts, value, meta FROM records
+    SELECT 1, id - ?5, ts, value, meta, NULL FROM records
     WHERE id > ?5 + coalesce((SELECT scanned FROM queue_cursors WHERE grp = ?1 AND pid = ?2), 0)
-      AND id < ?6 ORDER BY id LIMIT ?4)
+      AND id < ?6 ORDER BY id LIMIT ?7)
 """
 
 
+# The next new record, when nothing in the state is due and no record near
+# it carries a meta blob (so none has a delay or a priority).
 _NEXT = """
+WITH c(at) AS (SELECT ?3 + coalesce((SELECT scanned FROM queue_cursors WHERE grp = ?1 AND pid = ?2), 0))
 INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt)
-SELECT ?1, ?2, r.id - ?3, ?5, 1, ?6 FROM (
-    SELECT id, meta FROM records
-    WHERE id > ?3 + coalesce((SELECT scanned FROM queue_cursors WHERE grp = ?1 AND pid = ?2), 0)
-      AND id < ?4 ORDER BY id LIMIT 1) r
+SELECT ?1, ?2, r.id - ?3, ?5, 1, ?6 FROM c, (
+    SELECT id, meta FROM records WHERE id > (SELECT at FROM c) AND id < ?4 ORDER BY id LIMIT 1) r
 WHERE r.meta IS NULL AND NOT EXISTS (SELECT 1 FROM queue_state WHERE grp = ?1 AND pid = ?2 AND due <= ?7)
+  AND NOT EXISTS (
+    SELECT 1 FROM records WHERE id > r.id AND id <= c.at + ?8 AND id < ?4 AND meta IS NOT NULL)
 RETURNING offset
 """
 
@@ -95,46 +103,65 @@ class SQLiteQueues(SQLiteBase):
         lease_ms: int,
         due_of: Callable[[int, bytes | None], int],
         new_receipt: Callable[[], str],
+        *,
+        priority_of: Callable[[bytes | None], int] | None = None,
+        window: int = 0,
+        key_of: Callable[[bytes | None], bytes | None] | None = None,
     ) -> tuple[list[Leased], int | None]:
         topic_id, pids = self._all_pids(topic) if topic not in self._pids else self._pids[topic]
         with self._read() as conn:  # a handle may outlive its group (XGROUP DESTROY): never lease for it
             if not conn.execute(_GROUP_EXISTS, (group, topic_id)).fetchone():
                 raise UnknownGroup(f"queue group {group!r} does not exist on topic {topic!r}")
         deadline = now + lease_ms
+        window = max(limit, window)
+        picking = Picking(now, due_of, priority_of, key_of)
+        ordered = key_of is not None
         if limit == 1 and len(pids) == 1:
-            lease = self._receive_next(group, pids[0], now, deadline, new_receipt())
+            lease = self._receive_next(group, pids[0], now, deadline, new_receipt(), window)
             if lease is not None:
                 return [lease], None
         with self._write() as db:
-            # candidates: (due, partition, offset, deliveries, record or None)
-            candidates: list[tuple[Any, ...]] = []
-            fresh: dict[int, list[tuple[Any, ...]]] = {}
+            candidates: list[tuple[Any, ...]] = []  # as tidelog.store.leasing says
+            news: dict[int, list[tuple[Any, ...]]] = {}
             for partition, pid in enumerate(pids):
                 lo = pid << OFFSET_BITS
                 # One statement: what is due in queue_state, then the records
                 # past the cursor (kind 0 and 1 rows).
                 rows = []
-                for row in db.execute(_CANDIDATES, (group, pid, now, limit, lo, lo + OFFSET_SPAN)):
+                for row in db.execute(
+                    _CANDIDATES, (group, pid, now, limit, lo, lo + OFFSET_SPAN, window, ordered)
+                ):
                     if row[0] == 0:
-                        candidates.append((row[2], partition, row[1], row[3], None))
+                        candidates.append((-row[5], row[2], row[4], partition, row[1], row[3], None, None))
                     else:
-                        rows.append(row[1:])
-                running = 0
-                marked = []
-                for row in rows:
-                    due = row[1] if row[3] is None else due_of(row[1], row[3])
-                    if due > now:
-                        marked.append((row[0], due, None))  # delayed: not yet deliverable
-                        continue
-                    running = max(running, due)
-                    marked.append((row[0], running, row))
-                    candidates.append((running, partition, row[0], 0, row))
-                fresh[partition] = marked
-            candidates.sort(key=lambda c: (c[0], c[1], c[2]))
+                        rows.append(row[1:5])
+                news[partition] = rows
+
+            def query(pairs: list[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
+                # Keys with a record waiting or in flight in the group: theirs come first.
+                values = ",".join("(?, ?)" for _ in pairs)
+                args = [x for partition, key in pairs for x in (pids[partition], key)]
+                return {
+                    (partition_of[pid], key)
+                    for pid, key in db.execute(
+                        "SELECT DISTINCT pid, okey FROM queue_state "
+                        f"WHERE grp = ? AND (pid, okey) IN (VALUES {values})",
+                        (group, *args),
+                    )
+                }
+
+            partition_of = {pid: i for i, pid in enumerate(pids)}
+            held = HeldKeys(query)
+            held.prefetch(picking, news, limit)
+            fresh = {
+                partition: picking.mark_new(rows, partition, held.of(partition), candidates, limit)
+                for partition, rows in news.items()
+            }
+            candidates.sort(key=lambda c: c[:5])
             taken = candidates[:limit]
-            chosen = {(c[1], c[2]) for c in taken}
+            chosen = {(c[3], c[4]) for c in taken}
             out: list[Leased] = []
-            for _, partition, offset, deliveries, record in taken:
+            for _, _, _, partition, offset, deliveries, record, key in taken:
                 pid = pids[partition]
                 receipt = new_receipt()
                 if record is None:
@@ -149,33 +176,34 @@ class SQLiteQueues(SQLiteBase):
                         )
                         continue
                     db.execute(
-                        "UPDATE queue_state SET due = ?, deliveries = deliveries + 1, receipt = ? "
+                        "UPDATE queue_state SET due = ?, seq = 0, deliveries = deliveries + 1, receipt = ? "
                         "WHERE grp = ? AND pid = ? AND offset = ?",
                         (deadline, receipt, group, pid, offset),
                     )
                 else:
                     db.execute(
-                        "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt) VALUES (?, ?, ?, ?, 1, ?)",
-                        (group, pid, offset, deadline, receipt),
+                        "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt, priority, okey) "
+                        "VALUES (?, ?, ?, ?, 1, ?, ?, ?)",
+                        (group, pid, offset, deadline, receipt, -picking.neg_priority(record), key),
                     )
                 out.append(
                     Leased(
                         partition, offset, record[1], record[2], record[3], deliveries + 1, receipt, deadline
                     )
                 )
-            # Delayed records in the unbroken run of new records taken stay
-            # in queue_state until due; the insert trigger moves the cursor.
+            # New records before the last one taken of a partition, and the
+            # delayed ones right after it, wait in queue_state (until due, or
+            # for their turn by priority); the insert trigger moves the cursor.
             for partition, marked in fresh.items():
                 pid = pids[partition]
-                for offset, due, record in marked:
-                    if record is None:
-                        db.execute(
-                            "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt) "
-                            "VALUES (?, ?, ?, ?, 0, NULL)",
-                            (group, pid, offset, due),
-                        )
-                    elif (partition, offset) not in chosen:
-                        break
+                db.executemany(
+                    "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt, priority, okey) "
+                    "VALUES (?, ?, ?, ?, 0, NULL, ?, ?)",
+                    [
+                        (group, pid, offset, due, priority, key)
+                        for offset, due, priority, key in to_park(marked, partition, chosen)
+                    ],
+                )
             next_due = None
             if len(out) < limit:
                 for pid in pids:
@@ -187,16 +215,19 @@ class SQLiteQueues(SQLiteBase):
                         next_due = row[0]
         return out, next_due
 
-    def _receive_next(self, group: str, pid: int, now: int, deadline: int, receipt: str) -> Leased | None:
+    def _receive_next(
+        self, group: str, pid: int, now: int, deadline: int, receipt: str, window: int
+    ) -> Leased | None:
         """The common case in one autocommit statement: lease the next new
         record of a one-partition topic when nothing released or expired is
-        due first and the record carries no meta (so no delay). None sends
-        the caller down the general path."""
+        due first and no record within `window` of the cursor carries meta
+        (so none has a delay or a priority). None sends the caller down the
+        general path."""
         lo = pid << OFFSET_BITS
         with self._lock:
             # fetchall: step the statement to its end, so its transaction ends here.
             rows = self._db.execute(
-                _NEXT, (group, pid, lo, lo + OFFSET_SPAN, deadline, receipt, now)
+                _NEXT, (group, pid, lo, lo + OFFSET_SPAN, deadline, receipt, now, window)
             ).fetchall()
         if not rows:
             return None
@@ -268,16 +299,72 @@ class SQLiteQueues(SQLiteBase):
         )
 
     def queue_release(
-        self, group: str, topic: str, partition: int, offset: int, receipt: str, due: int
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        receipt: str,
+        due: int,
+        behind: bool = False,
     ) -> None:
-        self._update_lease(
-            "UPDATE queue_state SET due = ?, receipt = NULL WHERE receipt = ? AND grp = ? AND pid = ? AND offset = ?",
-            (due, receipt),
-            group,
-            topic,
-            partition,
-            offset,
-        )
+        self.queue_settle(group, topic, [Settle(RELEASE, partition, offset, receipt, due, behind)], one=True)
+
+    def queue_settle(
+        self, group: str, topic: str, settles: Sequence[Settle], one: bool = False
+    ) -> list[LeaseLost | None]:
+        # Partitions first, so a bad one refuses the batch before anything is written.
+        pids = [self._pid(topic, s.partition) for s in settles]
+        _, all_pids = self._pids[topic]
+        marks = ",".join("?" * len(all_pids))
+        out: list[LeaseLost | None] = []
+        with self._write() as db:
+            for s, pid in zip(settles, pids):
+                key = (group, pid, s.offset, s.receipt)
+                if s.action == ACK:
+                    cur = db.execute(
+                        "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?",
+                        key,
+                    )
+                elif s.action == EXTEND:
+                    cur = db.execute(
+                        "UPDATE queue_state SET due = ? "
+                        "WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?",
+                        (s.time, *key),
+                    )
+                elif s.behind:
+                    # Behind every record of the group due at that time: one
+                    # more than the highest tie-breaker among them.
+                    cur = db.execute(
+                        "UPDATE queue_state SET due = ?, receipt = NULL, seq = (SELECT coalesce(max(seq), 0) + 1 "
+                        f"FROM queue_state WHERE grp = ? AND pid IN ({marks}) AND due = ?) "
+                        "WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?",
+                        (s.time, group, *all_pids, s.time, *key),
+                    )
+                else:
+                    cur = db.execute(
+                        "UPDATE queue_state SET due = ?, receipt = NULL, seq = 0 "
+                        "WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?",
+                        (s.time, *key),
+                    )
+                if cur.rowcount == 1 or (s.action == ACK and self._done(db, group, pid, s.offset)):
+                    out.append(None)  # (acking what is done already is a no-op)
+                    continue
+                lost = self._lease_lost(db, group, topic, s.partition, pid, s.offset)
+                if one:
+                    raise lost
+                else:
+                    out.append(lost)
+        return out
+
+    def _done(self, db: sqlite3.Connection, group: str, pid: int, offset: int) -> bool:
+        """The record has no state row and the group's cursor passed it."""
+        if self._lease_row(db, group, pid, offset) is not None:
+            return False
+        row = db.execute(
+            "SELECT scanned FROM queue_cursors WHERE grp = ? AND pid = ?", (group, pid)
+        ).fetchone()
+        return row is not None and offset <= row[0]
 
     def queue_dead_letter(
         self,

@@ -1,0 +1,125 @@
+"""Settling many leases at once: ack_many, nack_many, extend_many, settle_many.
+
+One store transaction a call; each delivery succeeds or reports its own
+LeaseLost, and one lost lease does not stop the others.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import tidelog
+
+from .conftest import snapshot
+from .test_queues import Clock
+
+pytestmark = pytest.mark.store_feature("queues")
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def qlog(store, clock):
+    log = store.open(clock=clock)
+    yield log
+    log.close()
+
+
+def test_ack_many_acks_each_and_reports_a_lost_lease_in_its_place(qlog, clock):
+    q = qlog.queue("jobs", visibility_timeout=10)
+    q.send_batch([b"r0", b"r1"])
+    first = q.receive(max_messages=2)
+    clock.advance(11)  # those two expire and are delivered again below
+    q.send_batch([b"r2", b"r3", b"r4"])
+    again = q.receive(max_messages=2)
+    assert [d.offset for d in again] == [d.offset for d in first]
+    rest = q.receive(max_messages=3)
+    results = q.ack_many([*rest[:2], first[0], rest[2], *again])
+    assert results[:2] == [None, None]
+    assert isinstance(results[2], tidelog.LeaseLost) and "delivered again" in str(results[2])
+    assert results[3:] == [None, None, None]
+    clock.advance(3600)
+    assert q.receive(max_messages=10) == []  # all five done
+    assert q.stats().in_flight == 0
+    assert q.ack_many(rest) == [None, None, None]  # twice: a no-op, as ack
+    assert q.ack_many([]) == []
+
+
+def test_nack_many_front_back_and_delay(qlog, clock):
+    q = qlog.queue("jobs", visibility_timeout=120)
+    q.send_batch([b"1", b"2", b"3", b"4", b"5", b"6"])
+    d1, d2, d3, d4 = q.receive(max_messages=4)
+    assert q.nack_many([d3, d1], back=True) == [None, None]
+    assert q.nack_many([d2]) == [None]
+    assert q.nack_many([d4], delay=30) == [None]
+    # front, then what waited, then the backs in the order given; d4 later
+    assert [d.value for d in q.receive(max_messages=10)] == [b"2", b"5", b"6", b"3", b"1"]
+    clock.advance(30)
+    assert [d.value for d in q.receive(max_messages=10)] == [b"4"]
+
+
+def test_extend_many_returns_the_new_deadlines(qlog, clock):
+    q = qlog.queue("jobs", visibility_timeout=10)
+    q.send_batch([b"a", b"b", b"c"])
+    got = q.receive(max_messages=3)
+    q.ack(got[1])
+    results = q.extend_many(got, 60)
+    assert results[0].lease_deadline == results[2].lease_deadline == clock.now + 60_000
+    assert (results[0].offset, results[2].offset) == (got[0].offset, got[2].offset)
+    assert isinstance(results[1], tidelog.LeaseLost) and "already done" in str(results[1])
+    clock.advance(30)
+    assert q.receive(max_messages=10) == []  # still leased
+    clock.advance(31)
+    assert [d.value for d in q.receive(max_messages=10)] == [b"a", b"c"]
+
+
+def test_settle_many_mixes_commands(qlog, clock):
+    q = qlog.queue("jobs", visibility_timeout=300)
+    q.send_batch([b"a", b"b", b"c", b"d"])
+    a, b, c, d = q.receive(max_messages=4)
+    results = q.settle_many([("ack", a, None), ("back", b, None), ("extend", c, 100), ("delay", d, 50)])
+    assert results[0] is None and results[1] is None and results[3] is None
+    assert results[2].lease_deadline == clock.now + 100_000
+    assert [x.value for x in q.receive(max_messages=10)] == [b"b"]
+    clock.advance(51)
+    assert [x.value for x in q.receive(max_messages=10)] == [b"d"]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda q, ds: q.ack_many([*ds, "not a delivery"]),
+        lambda q, ds: q.ack_many(ds[0]),
+        lambda q, ds: q.nack_many(ds, delay=-1),
+        lambda q, ds: q.nack_many(ds, back=True, delay=1),
+        lambda q, ds: q.extend_many(ds, -5),
+        lambda q, ds: q.settle_many([("ack", ds[0], None), ("finish", ds[1], None)]),
+        lambda q, ds: q.settle_many([("ack", ds[0], 5)]),
+        lambda q, ds: q.settle_many([("ack", ds[0])]),
+    ],
+)
+def test_bad_input_settles_nothing(qlog, clock, call):
+    q = qlog.queue("jobs", visibility_timeout=10)
+    q.send_batch([b"a", b"b"])
+    ds = q.receive(max_messages=2)
+    before = snapshot(qlog), q.stats()
+    with pytest.raises(tidelog.InvalidRequest):
+        call(q, ds)
+    assert (snapshot(qlog), q.stats()) == before
+    assert q.ack_many(ds) == [None, None]  # both still held by their receipts
+
+
+def test_deliveries_of_another_topic_are_refused(qlog):
+    q = qlog.queue("jobs")
+    other = qlog.queue("other")
+    q.send(b"a")
+    other.send(b"b")
+    (d,) = other.receive()
+    (mine,) = q.receive()
+    with pytest.raises(tidelog.InvalidRequest, match="topic"):
+        q.ack_many([mine, d])
+    assert q.ack_many([mine]) == [None]
+    assert other.ack_many([d]) == [None]
