@@ -81,7 +81,7 @@ def test_cli_produce_creates_and_the_setting_turns_it_off(store_url):
 
 
 @pytest.fixture
-def served(serve, store_url):
+def served(store_url, serve):
     """serve(**options) over the test's store, and an httpx client on it."""
     clients = []
 

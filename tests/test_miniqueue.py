@@ -54,6 +54,8 @@ class StrictClock:
             return self._last
 
 
+# Tests take `store_url` before `serve`: pytest tears fixtures down in reverse,
+# so the servers stop before the store's schema is dropped.
 @pytest.fixture(params=["sqlite", "postgres"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
     gen = STORE_KINDS[request.param](tmp_path)
@@ -107,7 +109,7 @@ async def ws_session(server: Any, commands: list[str], *, then_hold: bool = Fals
     return got
 
 
-def test_websocket_in_miniqueue_order(serve, store_url):
+def test_websocket_in_miniqueue_order(store_url, serve):
     server = serve(store_url, clock=StrictClock())
     publish_three(server)
     assert asyncio.run(ws_session(server, COMMANDS)) == ANSWERS
@@ -139,7 +141,7 @@ def test_websocket_takes_the_bare_word_and_the_json_string(serve):
 
 
 @pytest.mark.parametrize("transport", ["h2c", "tls"])
-def test_http2_stream_with_httpx(serve, store_url, tls, transport):
+def test_http2_stream_with_httpx(store_url, serve, tls, transport):
     cert, key, context = tls
     server = (
         serve(store_url, clock=StrictClock(), tls_cert=cert, tls_key=key)
@@ -220,7 +222,7 @@ class H2Stream:
 
 
 @pytest.mark.parametrize("transport", ["h2c", "tls"])
-def test_http2_stream_one_command_after_each_answer(serve, store_url, tls, transport):
+def test_http2_stream_one_command_after_each_answer(store_url, serve, tls, transport):
     cert, key, context = tls
     if transport == "tls":
         server = serve(store_url, clock=StrictClock(), tls_cert=cert, tls_key=key)
@@ -248,7 +250,7 @@ def test_http2_stream_one_command_after_each_answer(serve, store_url, tls, trans
 # --- DELETE /{topic} ----------------------------------------------------------------------
 
 
-def test_delete_at_the_bare_topic_name(serve, store_url):
+def test_delete_at_the_bare_topic_name(store_url, serve):
     server = serve(store_url)
     with httpx.Client(base_url=server.url) as http:
         assert http.post("/publish/gone", content=b"x").status_code == 201

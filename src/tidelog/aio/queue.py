@@ -65,6 +65,11 @@ class AsyncQueue(Twin):
         return queue
 
     @property
+    def ordering(self) -> str:
+        """The group's stored ordering, "none" or "key" (known once open)."""
+        return self._opened().ordering
+
+    @property
     def visibility_timeout(self) -> float:
         """The handle's default lease, in seconds (known once open)."""
         return self._opened().visibility_timeout
