@@ -21,11 +21,13 @@ openssl or trustme for the self-signed certificate. Never passes or fails.
 
     MINIQUEUE_BIN=/path/to/miniqueue python bench/peers.py [--rounds 3] [--seconds 4]
         [--only publish|xadd] [--workers N] [--env KEY=VALUE ...]
+    python bench/peers.py --ab tune_gc_after_start=False --connections 64   # one change alone
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import re
 import shutil
@@ -159,6 +161,14 @@ class Servers:
         proc = self._start(cmd, port, self.env)
         wait_port(resp, proc)
         return proc, port, resp
+
+    def tidelog_with(self, options: dict[str, object]) -> tuple[subprocess.Popen, int]:
+        """tidelog's server started through `serve(**options)` (an A/B run), cleartext."""
+        port = free_port()
+        db = self.tmp / f"tidelog-{port}.db"
+        call = f"serve({f'sqlite:///{db}'!r}, port={port}, resp_port=0, log_level='error', **{options!r})"
+        cmd = [sys.executable, "-c", f"from tidelog.server import serve; {call}"]
+        return self._start(cmd, port, self.env), port
 
     def trivial(self, tls: bool) -> tuple[subprocess.Popen, int]:
         port = free_port()
@@ -315,6 +325,30 @@ def xadd_rows(servers: Servers, args: argparse.Namespace) -> None:
             print(f"| XADD -c50 -P{pipeline} | (no redis-server) | {t.rate:,.0f}/s ({t.cpu_us:.0f} µs) | |")
 
 
+def ab_rows(servers: Servers, args: argparse.Namespace, body: str) -> None:
+    """tidelog against itself: `serve()`'s defaults (A) vs the options given (B)."""
+    options = {k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in args.ab)}
+    a_proc, a_port = servers.tidelog_with({})
+    b_proc, b_port = servers.tidelog_with(options)
+    label = ", ".join(args.ab)
+    for connections in args.connections:
+        for h1 in (True, False):
+            proto = "HTTP/1.1" if h1 else "h2c"
+            print(f"  publish -c{connections} {proto}: defaults vs {label}", flush=True)
+            best = alternate(
+                args.rounds,
+                {
+                    label: lambda c=connections, h=h1: h2load(
+                        f"http://127.0.0.1:{b_port}/publish/bench", b_proc.pid, c, args.seconds, body, h
+                    ),
+                    "defaults": lambda c=connections, h=h1: h2load(
+                        f"http://127.0.0.1:{a_port}/publish/bench", a_proc.pid, c, args.seconds, body, h
+                    ),
+                },
+            )
+            row(f"publish, h2load -c{connections}, {proto}", label, best, ours="defaults")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3, help="runs of each side (best taken)")
@@ -327,6 +361,12 @@ def main() -> int:
     ap.add_argument("--workers", type=int, help="tidelog serve --workers N (default: the server's own)")
     ap.add_argument(
         "--env", action="append", default=[], metavar="KEY=VALUE", help="environment of tidelog's servers"
+    )
+    ap.add_argument(
+        "--ab",
+        nargs="+",
+        metavar="OPTION=VALUE",
+        help="instead: tidelog's defaults vs serve(OPTION=VALUE ...), publish only",
     )
     ap.add_argument("--trivial-server", nargs=3, metavar=("PORT", "CERT", "KEY"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -346,9 +386,11 @@ def main() -> int:
         body.write_bytes(BODY)
         servers = Servers(Path(tmp), args.workers, env)
         try:
-            if args.only in (None, "publish"):
+            if args.ab:
+                ab_rows(servers, args, str(body))
+            elif args.only in (None, "publish"):
                 publish_rows(servers, args, str(body))
-            if args.only in (None, "xadd"):
+            if args.only in (None, "xadd") and not args.ab:
                 xadd_rows(servers, args)
         finally:
             servers.stop()
