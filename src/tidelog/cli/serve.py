@@ -68,7 +68,7 @@ from .context import Session, common_options, pass_session, topic_policy_options
     type=click.IntRange(1, 256),
     default=None,
     help="Server processes sharing the port and the store (Linux). Default: the number of cores"
-    " (1 for a :memory: log).",
+    " (1 for a :memory: log or --port 0).",
 )
 @common_options
 @topic_policy_options
@@ -110,7 +110,8 @@ def serve(
     if workers is None:
         from tidelog.server.http.workers import default_workers
 
-        workers = 1 if ":memory:" in session.url else default_workers()
+        # A private in-memory log, or a port the kernel picks, is one process's.
+        workers = 1 if ":memory:" in session.url or port == 0 else default_workers()
     # The command's logs (and granian's) on stderr: where it listens, what it serves.
     log_to_stderr(log_level, log_format, ("tidelog", "_granian", "granian.access"))
     try:

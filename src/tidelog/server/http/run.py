@@ -150,7 +150,7 @@ def serve(
     if workers > 1:
         if not isinstance(url, str) or ":memory:" in url:
             raise ConfigurationError("several workers need a store they can share: a file or server URL")
-        if port == 0 or (resp_port and resp_port == 0):
+        if port == 0:
             raise ConfigurationError("several workers share one port: give a port number, not 0")
         from ... import open as open_log
 
