@@ -248,3 +248,11 @@ def test_xread_on_one_worker_wakes_on_xadd_through_the_other(served):
     assert [entry for entry, _ in reader.xrange("events")] == [first, second]
     reader.close()
     writer.close()
+
+
+def test_workers_need_a_store_they_can_share(tmp_path):
+    argv = [sys.executable, "-m", "tidelog.cli", "serve", "--db", ":memory:", "--workers", "2"]
+    argv += ["--port", str(free_port()), "--resp-port", "0"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1
+    assert "several workers need a store they can share" in done.stderr

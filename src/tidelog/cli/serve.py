@@ -65,10 +65,11 @@ from .context import Session, common_options, pass_session, topic_policy_options
 @click.option("--access-log", is_flag=True, help="Also log every HTTP request.")
 @click.option(
     "--workers",
-    type=click.IntRange(1, 256),
-    default=None,
-    help="Server processes sharing the port and the store (Linux). Default: the number of cores"
-    " (1 for a :memory: log or --port 0).",
+    type=click.IntRange(0, 256),
+    default=1,
+    show_default=True,
+    help="Server processes sharing the port and the store (Linux); 0: one a core. Stream-group"
+    " members over HTTP (/v1/groups) need 1: a member's handle lives in one process.",
 )
 @common_options
 @topic_policy_options
@@ -86,7 +87,7 @@ def serve(
     log_level: str,
     log_format: str,
     access_log: bool,
-    workers: int | None,
+    workers: int,
 ) -> None:
     """Serve the log over HTTP (and the Redis protocol) until interrupted."""
     if (tls_cert is None) != (tls_key is None):
@@ -107,7 +108,7 @@ def serve(
         raise click.ClickException(
             f"the server is not installed ({e}): pip install 'tidelog[server]'"
         ) from None
-    if workers is None:
+    if workers == 0:
         from tidelog.server.http.workers import default_workers
 
         # A private in-memory log, or a port the kernel picks, is one process's.
