@@ -31,6 +31,7 @@ import ast
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -377,6 +378,8 @@ def main() -> int:
     if not shutil.which("h2load") and args.only != "xadd":
         raise SystemExit("needs h2load: apt-get install nghttp2-client")
     env = dict(kv.split("=", 1) for kv in args.env)
+    # Stopped with SIGTERM, still stop the servers (the finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     print(f"cores: {os.cpu_count()}; load {os.getloadavg()[0]:.2f} (a shared machine: figures are noisy)")
     print(
         "| work | peer (server CPU a request) | tidelog | ratio |\n| --- | ---: | ---: | ---: |", flush=True

@@ -204,6 +204,7 @@ def _serve_process(
         "auto_create",
         "default_partitions",
         "txn_window",
+        "lean_routes",
     )
     app_kw = {k: kw.pop(k) for k in app_options if k in kw}
     app = create_app(url, token, max_body=max_body, **app_kw)
