@@ -91,3 +91,18 @@ def test_the_background_cleaner_applies_retention(served):
     assert desc["records"] == 0
     assert desc["offsets"][0]["first_offset"] == 6
     assert desc["last_clean"] is not None
+
+
+def test_tune_gc_freezes_the_start_up_heap_and_raises_the_first_threshold():
+    # In a fresh interpreter: freezing is process-wide and would leak into the test session.
+    code = (
+        "import gc, tidelog.server.http.run as run; "
+        "before = gc.get_freeze_count(); run.tune_gc(); "
+        "print(before, gc.get_freeze_count(), *gc.get_threshold())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    before, frozen, gen0, gen1, gen2 = map(int, out.split())
+    from tidelog.server.http.run import GC_GEN0_THRESHOLD
+
+    assert before == 0 and frozen > 1000  # the imported modules' objects, at least
+    assert (gen0, gen1, gen2) == (GC_GEN0_THRESHOLD, 10, 10)

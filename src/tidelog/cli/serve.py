@@ -63,6 +63,14 @@ from .context import Session, common_options, pass_session, topic_policy_options
     help="text, or json: one JSON object a line for a log shipper.",
 )
 @click.option("--access-log", is_flag=True, help="Also log every HTTP request.")
+@click.option(
+    "--workers",
+    type=click.IntRange(0, 256),
+    default=1,
+    show_default=True,
+    help="Server processes sharing the port and the store (Linux); 0: one a core. Stream-group"
+    " members over HTTP (/v1/groups) need 1: a member's handle lives in one process.",
+)
 @common_options
 @topic_policy_options
 @pass_session
@@ -79,6 +87,7 @@ def serve(
     log_level: str,
     log_format: str,
     access_log: bool,
+    workers: int,
 ) -> None:
     """Serve the log over HTTP (and the Redis protocol) until interrupted."""
     if (tls_cert is None) != (tls_key is None):
@@ -99,6 +108,11 @@ def serve(
         raise click.ClickException(
             f"the server is not installed ({e}): pip install 'tidelog[server]'"
         ) from None
+    if workers == 0:
+        from tidelog.server.http.workers import default_workers
+
+        # A private in-memory log, or a port the kernel picks, is one process's.
+        workers = 1 if ":memory:" in session.url or port == 0 else default_workers()
     # The command's logs (and granian's) on stderr: where it listens, what it serves.
     log_to_stderr(log_level, log_format, ("tidelog", "_granian", "granian.access"))
     try:
@@ -116,6 +130,7 @@ def serve(
             default_partitions=session.default_partitions,
             log_level=log_level,
             log_access=access_log,
+            workers=workers,
         )
     except OSError as e:  # a port in use
         raise click.ClickException(f"cannot serve on {host}: {e}") from None

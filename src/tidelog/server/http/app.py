@@ -14,6 +14,7 @@ from . import compat, console, duplex, members, operate, ops, queues, retention,
 from .auth import BearerAuth
 from .context import DEFAULT_CLEAN_INTERVAL_S, DEFAULT_MAX_BODY, MAX_WAIT_S, Context, Settings
 from .errors import HANDLERS
+from .hot import HotPublish
 from .metrics import MetricsMiddleware
 
 
@@ -31,6 +32,7 @@ def create_app(
     auto_create: bool | None = None,
     default_partitions: int | None = None,
     txn_window: int | str | None = "7d",
+    lean_routes: bool = True,
 ) -> Starlette:
     """An ASGI app serving `log_or_url` (a Log, or a store URL the app opens and closes).
 
@@ -44,7 +46,9 @@ def create_app(
     still cleans on demand), and forgets idempotent-write ids older than
     `txn_window` ("7d"; None keeps them). The console's charts sample the
     log every `console_interval` seconds and keep `console_window` seconds
-    (0: no sampling, no charts).
+    (0: no sampling, no charts). `lean_routes` (on) serves the common case
+    of POST /publish/{topic} without the framework (see hot.py); the same
+    answers either way.
     """
     from ... import open as open_log
 
@@ -95,6 +99,8 @@ def create_app(
             await ctx.stop()
 
     middleware = [Middleware(MetricsMiddleware, metrics=ctx.metrics)]
+    if lean_routes:  # first: it passes on what it does not serve through the rest
+        middleware.insert(0, Middleware(HotPublish, ctx=ctx, token=token))
     if token:
         middleware.append(Middleware(BearerAuth, token=token))
     app = Starlette(

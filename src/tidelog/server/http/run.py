@@ -10,6 +10,7 @@ so `serve()` needs no import string and the Log is opened once.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -21,7 +22,30 @@ from ... import __version__
 from ...errors import ConfigurationError
 from ...log import Log
 from .app import create_app
-from .context import DEFAULT_MAX_BODY
+from .context import DEFAULT_CLEAN_INTERVAL_S, DEFAULT_MAX_BODY
+from .workers import run_workers, supports_workers
+
+# Container allocations between young-generation collections in the server
+# (CPython's default is 700). Each request allocates a few hundred objects,
+# almost none of them in cycles; at 700 the collector ran every few requests
+# and took 11% of the publish path's GIL time (issue 15's profile).
+GC_GEN0_THRESHOLD = 50_000
+
+
+def tune_gc() -> None:
+    """Make the cyclic garbage collector cheap for a long-running server.
+
+    Called once start-up has loaded every module and built the app:
+    `gc.freeze()` moves everything alive now (modules, classes, the route
+    table, the store's caches) to a permanent generation the collector never
+    scans again, and a higher generation-0 threshold makes young collections
+    rarer. Cycles are still collected; only how often the collector looks
+    changes.
+    """
+    gc.collect()
+    gc.freeze()
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
 
 
 def _not_experimental_notice(record: logging.LogRecord) -> bool:
@@ -100,6 +124,8 @@ def serve(
     tls_key: str | None = None,
     max_body: int = DEFAULT_MAX_BODY,
     resp_port: int = 0,
+    tune_gc_after_start: bool = True,
+    workers: int = 1,
     **kw: Any,
 ) -> None:
     """Serve the log at `url` until SIGINT or SIGTERM.
@@ -108,11 +134,69 @@ def serve(
     environment variable) makes every route but /healthz require
     `Authorization: Bearer <token>`. `resp_port` (0: off) also serves the
     Redis protocol on the same host, log and token (`tidelog serve` turns it
-    on at 7379). Extra keywords go to `create_app` (max_wait, keepalive,
+    on at 7379). `tune_gc_after_start` (on) freezes the start-up heap and
+    raises the collector's first threshold (see `tune_gc`). `workers` > 1
+    runs that many server processes on the port (Linux; see workers.py):
+    the background cleaner runs in the first only, and the Redis front
+    listens in every one (SO_REUSEPORT), each waking on the others' appends
+    through the store. Extra keywords go to `create_app` (max_wait, keepalive,
     clean_interval, auto_create, default_partitions) or to granian's server.
     """
     if token is None:
         token = os.environ.get("TIDELOG_TOKEN") or None
+    if workers > 1 and not supports_workers():
+        logging.getLogger("tidelog.server").warning("several workers need Linux's SO_REUSEPORT: serving one")
+        workers = 1
+    if workers > 1:
+        if not isinstance(url, str) or ":memory:" in url:
+            raise ConfigurationError("several workers need a store they can share: a file or server URL")
+        if port == 0:
+            raise ConfigurationError("several workers share one port: give a port number, not 0")
+        from ... import open as open_log
+
+        # Create or migrate the schema once, before the workers race to.
+        open_log(url).close()
+        clean_interval = kw.pop("clean_interval", DEFAULT_CLEAN_INTERVAL_S)
+
+        def worker(index: int) -> None:
+            _serve_process(
+                url,
+                host,
+                port,
+                token,
+                tls_cert,
+                tls_key,
+                max_body,
+                resp_port,
+                tune_gc_after_start,
+                worker=index,
+                # One cleaner for the store, not one a process.
+                clean_interval=clean_interval if index == 0 else 0,
+                **kw,
+            )
+
+        run_workers(workers, worker)
+        return
+    _serve_process(url, host, port, token, tls_cert, tls_key, max_body, resp_port, tune_gc_after_start, **kw)
+
+
+def _serve_process(
+    url: str | Log,
+    host: str,
+    port: int,
+    token: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    max_body: int,
+    resp_port: int,
+    tune_gc_after_start: bool,
+    worker: int | None = None,
+    **kw: Any,
+) -> None:
+    """One server process: the app on granian (and the Redis front) until a signal.
+
+    `worker`: this process's index among several on the port (None: alone).
+    """
     app_options = (
         "max_wait",
         "keepalive",
@@ -120,6 +204,7 @@ def serve(
         "auto_create",
         "default_partitions",
         "txn_window",
+        "lean_routes",
     )
     app_kw = {k: kw.pop(k) for k in app_options if k in kw}
     app = create_app(url, token, max_body=max_body, **app_kw)
@@ -131,8 +216,10 @@ def serve(
         if resp_port:
             from ..resp import start_resp_server
 
-            resp = await start_resp_server(resp_log(app), host, resp_port, token, hub=app.state.ctx.hub)
-            log.info("Redis protocol on %s:%s (redis-cli -p %s)", host, resp_port, resp_port)
+            resp = await start_resp_server(
+                resp_log(app), host, resp_port, token, hub=app.state.ctx.hub, reuse_port=worker is not None
+            )
+            say("Redis protocol on %s:%s (redis-cli -p %s)", host, resp_port, resp_port)
         stopping: list[asyncio.Task] = []
 
         async def stop() -> None:
@@ -149,7 +236,7 @@ def serve(
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal)
         base = f"{'https' if tls_cert else 'http'}://{host}:{port}"
-        log.info(
+        say(
             "HTTP on %s: /v1, /api, /publish, /subscribe (WebSocket, HTTP/2); console %s/, docs %s/docs, "
             "metrics %s/metrics",
             base,
@@ -158,17 +245,21 @@ def serve(
             base,
         )
         served: Log = app.state.ctx.log
-        log.info(
+        say(
             "topics: %s; reads never create one",
             f"a write to a missing one creates it ({served.default_partitions} partition(s))"
             if served.auto_create
             else "created only explicitly (--no-auto-create)",
         )
-        log.info("ready: stop with Ctrl-C (SIGINT) or SIGTERM")
+        say("ready: stop with Ctrl-C (SIGINT) or SIGTERM")
+        if tune_gc_after_start:
+            tune_gc()
         await server.serve()
 
     log = logging.getLogger("tidelog.server")
-    log.info(
+    # Among several workers the first speaks for all: one banner, not N.
+    say = log.info if not worker else log.debug
+    say(
         "tidelog %s serving %s; %s",
         __version__,
         redact(url) if isinstance(url, str) else "a Log",

@@ -153,12 +153,12 @@ class RespServer:
         self.hub = hub if hub is not None else AppendHub(log)
         self._own_hub = hub is None
 
-    async def start(self, host: str, port: int) -> asyncio.Server:
+    async def start(self, host: str, port: int, reuse_port: bool = False) -> asyncio.Server:
         self.loop = asyncio.get_running_loop()
         if self._own_hub:
             self.hub.start()
         self.writer = Writer(self)
-        server = await asyncio.start_server(self._handle, host, port)
+        server = await asyncio.start_server(self._handle, host, port, reuse_port=reuse_port or None)
         self.port = server.sockets[0].getsockname()[1]
         _states[id(server)] = self
         return server
@@ -541,9 +541,12 @@ async def start_resp_server(
     port: int = DEFAULT_PORT,
     token: str | None = None,
     hub: AppendHub | None = None,
+    reuse_port: bool = False,
 ) -> asyncio.Server:
     """Listen for the Redis protocol on host:port (0 picks a free port; the
     bound one is `server.sockets[0].getsockname()[1]`). With a token, clients
     must AUTH with it (any user name but `default` is refused). `hub`: a
-    running wake-up hub on the same log to share (the HTTP front's)."""
-    return await RespServer(log, token, hub).start(host, port)
+    running wake-up hub on the same log to share (the HTTP front's).
+    `reuse_port`: listen beside other processes on the same port
+    (SO_REUSEPORT; `tidelog serve --workers N`)."""
+    return await RespServer(log, token, hub).start(host, port, reuse_port)

@@ -1,0 +1,404 @@
+"""Peers benchmark: tidelog and its network peers side by side, one run.
+
+Each comparison runs tidelog and the peer ALTERNATELY (the order flips each
+round) with the same load generator, best of `--rounds`, and prints both
+figures, their ratio and the server CPU µs a request (user + system time of
+the server's process tree from /proc, so a busy shared machine does not
+inflate it as wall time would).
+
+- publish one record (POST /publish/{topic}, a 60-byte body), h2load at
+  12 and 64 connections. The peer is miniqueue (its binary at $MINIQUEUE_BIN;
+  it serves HTTP/2 over TLS only). tidelog is measured on HTTP/2 + TLS, h2c
+  and HTTP/1.1 cleartext. Without the peer, each row is set beside the
+  in-run ceiling: a trivial POST on the same Starlette + granian stack.
+- XADD: redis-benchmark at 50 connections, unpipelined and -P16, against a
+  redis-server this script starts on a free port (AOF, fsync every second:
+  durable like SQLite WAL + synchronous=NORMAL), vs tidelog's Redis front.
+  Without redis-server, tidelog's figures alone.
+
+Needs h2load (Debian's nghttp2-client), redis-benchmark (redis-tools) and
+openssl or trustme for the self-signed certificate. Never passes or fails.
+
+    MINIQUEUE_BIN=/path/to/miniqueue python bench/peers.py [--rounds 3] [--seconds 4]
+        [--only publish|xadd] [--workers N] [--env KEY=VALUE ...]
+    python bench/peers.py --ab tune_gc_after_start=False --connections 64   # one change alone
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+BODY = b'{"orderId": 123, "amount": 45.5, "currency": "EUR", "n": 1}\n'
+
+
+@dataclass
+class Figure:
+    rate: float  # requests (records) a second
+    cpu_us: float  # server CPU µs a request
+    failed: int = 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a process and every descendant alive now."""
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
+def wait_port(port: int, proc: subprocess.Popen, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited with {proc.returncode}: {proc.args}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            time.sleep(0.3)  # granian binds before the app's lifespan ends
+            return
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise SystemExit(f"server did not listen on {port}: {proc.args}")
+
+
+def make_cert(tmp: Path) -> tuple[str, str]:
+    cert, key = tmp / "cert.pem", tmp / "key.pem"
+    try:
+        import trustme
+
+        ca = trustme.CA()
+        leaf = ca.issue_cert("127.0.0.1", "localhost")
+        leaf.private_key_pem.write_to_path(str(key))
+        leaf.cert_chain_pems[0].write_to_path(str(cert))
+    except ImportError:
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"]
+            + ["-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
+            check=True,
+            capture_output=True,
+        )
+    return str(cert), str(key)
+
+
+def serve_trivial(port: int, cert: str, key: str) -> None:
+    """The ceiling: POST /publish/{topic} reads its body and answers, nothing
+    else, on the same Starlette + granian setup as tidelog (TLS when given)."""
+    import asyncio
+
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from tidelog.server.http.run import build_server
+
+    async def publish(request: Request) -> Response:
+        await request.body()
+        return Response(b'{"topic":"t","partition":0,"offset":0}', 201, media_type="application/json")
+
+    app = Starlette(routes=[Route("/publish/{topic}", publish, methods=["POST"])])
+    server = build_server(app, "127.0.0.1", port, cert or None, key or None, log_level="error")
+    try:
+        import uvloop
+
+        uvloop.run(server.serve())
+    except ImportError:
+        asyncio.run(server.serve())
+
+
+class Servers:
+    """Every server of the run, started once, stopped at the end."""
+
+    def __init__(self, tmp: Path, workers: int | None, env: dict[str, str]):
+        self.tmp, self.workers, self.env = tmp, workers, env
+        self.procs: list[subprocess.Popen] = []
+        self.cert, self.key = make_cert(tmp)
+
+    def _start(self, cmd: list[str], port: int, env: dict[str, str] | None = None) -> subprocess.Popen:
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})}
+        )
+        self.procs.append(proc)
+        wait_port(port, proc)
+        return proc
+
+    def tidelog(self, tls: bool) -> tuple[subprocess.Popen, int, int]:
+        port, resp = free_port(), free_port()
+        db = self.tmp / f"tidelog-{port}.db"
+        cmd = [sys.executable, "-m", "tidelog", "serve", "--db", f"sqlite:///{db}", "--port", str(port)]
+        cmd += ["--resp-port", str(resp), "--log-level", "warning"]
+        if self.workers is not None:
+            cmd += ["--workers", str(self.workers)]
+        if tls:
+            cmd += ["--tls-cert", self.cert, "--tls-key", self.key]
+        proc = self._start(cmd, port, self.env)
+        wait_port(resp, proc)
+        return proc, port, resp
+
+    def tidelog_with(self, options: dict[str, object]) -> tuple[subprocess.Popen, int]:
+        """tidelog's server started through `serve(**options)` (an A/B run), cleartext."""
+        port = free_port()
+        db = self.tmp / f"tidelog-{port}.db"
+        call = f"serve({f'sqlite:///{db}'!r}, port={port}, resp_port=0, log_level='error', **{options!r})"
+        cmd = [sys.executable, "-c", f"from tidelog.server import serve; {call}"]
+        return self._start(cmd, port, self.env), port
+
+    def trivial(self, tls: bool) -> tuple[subprocess.Popen, int]:
+        port = free_port()
+        cert, key = (self.cert, self.key) if tls else ("", "")
+        cmd = [sys.executable, __file__, "--trivial-server", str(port), cert, key]
+        return self._start(cmd, port, self.env), port
+
+    def miniqueue(self, binary: str) -> tuple[subprocess.Popen, int]:
+        port = free_port()
+        cmd = [binary, "-cert", self.cert, "-key", self.key, "-db", str(self.tmp / f"mq-{port}")]
+        cmd += ["-port", str(port), "-level", "disabled"]
+        return self._start(cmd, port), port
+
+    def redis(self) -> tuple[subprocess.Popen, int]:
+        port = free_port()
+        data = self.tmp / f"redis-{port}"
+        data.mkdir()
+        cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data)]
+        cmd += ["--appendonly", "yes", "--appendfsync", "everysec", "--save", ""]
+        return self._start(cmd, port), port
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def h2load(url: str, pid: int, connections: int, seconds: float, body: str, h1: bool) -> Figure:
+    """One h2load run of POSTs for `seconds`, one client thread (no warm-up: the
+    server's CPU counter would run through it while h2load leaves it out)."""
+    cmd = ["h2load", "-c", str(connections), "-m", "1", "-D", str(round(seconds))]
+    cmd += ["-d", body, "-H", "content-type: application/json"]
+    if h1:
+        cmd.append("--h1")
+    before = tree_cpu(pid)
+    out = subprocess.run([*cmd, url], capture_output=True, text=True, timeout=seconds + 60).stdout
+    used = tree_cpu(pid) - before
+    rate = re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", out)
+    done = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed", out)
+    codes = re.search(r"status codes: (\d+) 2xx", out)
+    if not rate or not done or not codes:
+        raise SystemExit(f"h2load said:\n{out}")
+    ok = int(codes.group(1))
+    failed = int(done.group(1)) - ok
+    return Figure(float(rate.group(1)) * ok / max(1, int(done.group(1))), used / max(1, ok) * 1e6, failed)
+
+
+def xadd(port: int, pid: int, connections: int, pipeline: int, count: int) -> Figure:
+    cmd = ["redis-benchmark", "-p", str(port), "-c", str(connections), "-P", str(pipeline), "-n", str(count)]
+    cmd += ["-q", "XADD", "bench", "*", "f", "v"]
+    before = tree_cpu(pid)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300).stdout
+    used = tree_cpu(pid) - before
+    found = re.findall(r"([\d.]+) requests per second", out)
+    if not found:
+        raise SystemExit(f"redis-benchmark said:\n{out}")
+    return Figure(float(found[-1]), used / count * 1e6)
+
+
+def alternate(rounds: int, sides: dict[str, Callable[[], Figure]]) -> dict[str, Figure]:
+    """Best of `rounds` for each side, the sides taking turns (ABBA order)."""
+    best: dict[str, Figure] = {}
+    names = list(sides)
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            fig = sides[name]()
+            print(
+                f"    round {r + 1} {name}: {fig.rate:,.0f}/s, {fig.cpu_us:.0f} µs CPU"
+                + (f", {fig.failed} failed" if fig.failed else ""),
+                flush=True,
+            )
+            if name not in best or fig.rate > best[name].rate:
+                best[name] = fig
+    return best
+
+
+def row(work: str, peer: str, best: dict[str, Figure], ours: str = "tidelog") -> None:
+    p, t = best[peer], best[ours]
+    print(
+        f"| {work} | {peer}: {p.rate:,.0f}/s ({p.cpu_us:.0f} µs) | {ours}: {t.rate:,.0f}/s "
+        f"({t.cpu_us:.0f} µs) | {t.rate / p.rate:.2f} |",
+        flush=True,
+    )
+
+
+def publish_rows(servers: Servers, args: argparse.Namespace, body: str) -> None:
+    binary = os.environ.get("MINIQUEUE_BIN")
+    tls_proc, tls_port, _ = servers.tidelog(tls=True)
+    plain_proc, plain_port, _ = servers.tidelog(tls=False)
+    if binary:
+        peer_proc, peer_port = servers.miniqueue(binary)
+        peer_name = "miniqueue"
+    else:
+        peer_proc, peer_port = servers.trivial(tls=True)
+        peer_name = "ceiling"
+        ceil_plain, ceil_port = servers.trivial(tls=False)
+    path = "/publish/bench"
+    modes = [
+        ("HTTP/2 + TLS", f"https://127.0.0.1:{tls_port}{path}", tls_proc, False),
+        ("h2c", f"http://127.0.0.1:{plain_port}{path}", plain_proc, False),
+        ("HTTP/1.1 cleartext", f"http://127.0.0.1:{plain_port}{path}", plain_proc, True),
+    ]
+    for connections in args.connections:
+        for label, url, proc, h1 in modes:
+            if args.modes and label not in args.modes:
+                continue
+            peer_url = f"https://127.0.0.1:{peer_port}{path}"
+            peer_pid, peer_h1 = peer_proc.pid, False
+            if not binary and label != "HTTP/2 + TLS":  # the ceiling on the same protocol
+                peer_url = f"http://127.0.0.1:{ceil_port}{path}"
+                peer_pid, peer_h1 = ceil_plain.pid, h1
+            print(f"  publish -c{connections}, tidelog on {label}", flush=True)
+            best = alternate(
+                args.rounds,
+                {
+                    peer_name: lambda u=peer_url, p=peer_pid, h=peer_h1, c=connections: h2load(
+                        u, p, c, args.seconds, body, h
+                    ),
+                    "tidelog": lambda u=url, p=proc.pid, h=h1, c=connections: h2load(
+                        u, p, c, args.seconds, body, h
+                    ),
+                },
+            )
+            row(f"publish, h2load -c{connections}, tidelog {label}", peer_name, best)
+
+
+def xadd_rows(servers: Servers, args: argparse.Namespace) -> None:
+    ours_proc, _, resp_port = servers.tidelog(tls=False)
+    have_redis = shutil.which("redis-server") is not None
+    sides_ports = {"tidelog": (resp_port, ours_proc.pid)}
+    if have_redis:
+        redis_proc, redis_port = servers.redis()
+        sides_ports = {"redis": (redis_port, redis_proc.pid), **sides_ports}
+    for pipeline in (1, 16):
+        # Each side gets about `seconds` of work, sized from its last run.
+        counts = {name: 20_000 * pipeline for name in sides_ports}
+
+        def run(name: str, pipeline: int = pipeline, counts: dict[str, int] = counts) -> Figure:
+            port, pid = sides_ports[name]
+            fig = xadd(port, pid, 50, pipeline, counts[name])
+            counts[name] = max(10_000, int(fig.rate * args.seconds))
+            return fig
+
+        print(f"  XADD, redis-benchmark -c50 -P{pipeline}", flush=True)
+        best = alternate(args.rounds, {name: lambda n=name: run(n) for name in sides_ports})
+        if have_redis:
+            row(f"XADD -c50 -P{pipeline}", "redis", best)
+        else:
+            t = best["tidelog"]
+            print(f"| XADD -c50 -P{pipeline} | (no redis-server) | {t.rate:,.0f}/s ({t.cpu_us:.0f} µs) | |")
+
+
+def ab_rows(servers: Servers, args: argparse.Namespace, body: str) -> None:
+    """tidelog against itself: `serve()`'s defaults (A) vs the options given (B)."""
+    options = {k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in args.ab)}
+    a_proc, a_port = servers.tidelog_with({})
+    b_proc, b_port = servers.tidelog_with(options)
+    label = ", ".join(args.ab)
+    for connections in args.connections:
+        for h1 in (True, False):
+            proto = "HTTP/1.1" if h1 else "h2c"
+            print(f"  publish -c{connections} {proto}: defaults vs {label}", flush=True)
+            best = alternate(
+                args.rounds,
+                {
+                    label: lambda c=connections, h=h1: h2load(
+                        f"http://127.0.0.1:{b_port}/publish/bench", b_proc.pid, c, args.seconds, body, h
+                    ),
+                    "defaults": lambda c=connections, h=h1: h2load(
+                        f"http://127.0.0.1:{a_port}/publish/bench", a_proc.pid, c, args.seconds, body, h
+                    ),
+                },
+            )
+            row(f"publish, h2load -c{connections}, {proto}", label, best, ours="defaults")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3, help="runs of each side (best taken)")
+    ap.add_argument("--seconds", type=float, default=4.0, help="length of each h2load run")
+    ap.add_argument("--only", choices=["publish", "xadd"], help="one comparison only")
+    ap.add_argument("--connections", type=int, nargs="+", default=[12, 64], help="h2load connections")
+    ap.add_argument(
+        "--modes", nargs="+", choices=["HTTP/2 + TLS", "h2c", "HTTP/1.1 cleartext"], help="tidelog protocols"
+    )
+    ap.add_argument("--workers", type=int, help="tidelog serve --workers N (default: the server's own)")
+    ap.add_argument(
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="environment of tidelog's servers"
+    )
+    ap.add_argument(
+        "--ab",
+        nargs="+",
+        metavar="OPTION=VALUE",
+        help="instead: tidelog's defaults vs serve(OPTION=VALUE ...), publish only",
+    )
+    ap.add_argument("--trivial-server", nargs=3, metavar=("PORT", "CERT", "KEY"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.trivial_server:
+        port, cert, key = args.trivial_server
+        serve_trivial(int(port), cert, key)
+        return 0
+    if not shutil.which("h2load") and args.only != "xadd":
+        raise SystemExit("needs h2load: apt-get install nghttp2-client")
+    env = dict(kv.split("=", 1) for kv in args.env)
+    # Stopped with SIGTERM, still stop the servers (the finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    print(f"cores: {os.cpu_count()}; load {os.getloadavg()[0]:.2f} (a shared machine: figures are noisy)")
+    print(
+        "| work | peer (server CPU a request) | tidelog | ratio |\n| --- | ---: | ---: | ---: |", flush=True
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        body = Path(tmp) / "body.json"
+        body.write_bytes(BODY)
+        servers = Servers(Path(tmp), args.workers, env)
+        try:
+            if args.ab:
+                ab_rows(servers, args, str(body))
+            elif args.only in (None, "publish"):
+                publish_rows(servers, args, str(body))
+            if args.only in (None, "xadd") and not args.ab:
+                xadd_rows(servers, args)
+        finally:
+            servers.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
