@@ -7,14 +7,7 @@ import pytest
 import tidelog
 from tidelog.assignors import range_assignor, roundrobin_assignor, sticky_assignor
 
-from .test_queues import Clock
-
 pytestmark = pytest.mark.store_feature("groups")
-
-
-@pytest.fixture
-def clock():
-    return Clock()
 
 
 @pytest.fixture

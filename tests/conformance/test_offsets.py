@@ -87,6 +87,21 @@ def test_seek_and_commit_past_the_end_are_refused(filled):
     assert consumer.fetch("orders", 0) == []
 
 
+@pytest.mark.parametrize("offset", [1 << 40, (1 << 63) + 5, 1 << 70])
+def test_offsets_past_what_a_store_holds_are_past_the_end(filled, offset):
+    # Found by schemathesis through /api's ack: past 2^63 SQLite raised
+    # OverflowError and PostgreSQL "bigint out of range".
+    consumer = filled.consumer("g")
+    consumer.commit("orders", 0, 4)
+    before = snapshot(filled)
+    with pytest.raises(tidelog.OffsetOutOfRange, match=f"offset {offset} is past the end") as err:
+        consumer.commit("orders", 0, offset)
+    assert err.value.last == 10
+    with pytest.raises(tidelog.OffsetOutOfRange, match=f"offset {offset} is past the end"):
+        consumer.seek("orders", 0, offset)
+    assert snapshot(filled) == before
+
+
 def test_groups_are_independent(filled):
     a, b = filled.consumer("a"), filled.consumer("b")
     a.commit("orders", 0, 6)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from .test_queues import Clock
+from .conftest import Clock
 
 pytestmark = pytest.mark.store_feature("queues")
 

@@ -13,29 +13,16 @@ import pytest
 import tidelog
 
 from .conftest import snapshot
-from .test_queues import Clock
 
 pytestmark = pytest.mark.store_feature("queues")
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def qlog(store, clock):
-    log = store.open(clock=clock)
-    yield log
-    log.close()
 
 
 def last_offset(log, topic="jobs"):
     return log.describe(topic).partitions[0].last_offset
 
 
-def test_a_repeated_dedup_id_appends_once(qlog, clock):
-    q = qlog.queue("jobs")
+def test_a_repeated_dedup_id_appends_once(clocked_log, clock):
+    q = clocked_log.queue("jobs")
     first = q.send(b"pay order 42", dedup_id="order-42")
     clock.advance(10)
     again = q.send(b"pay order 42 (retried)", dedup_id="order-42")
@@ -46,12 +33,12 @@ def test_a_repeated_dedup_id_appends_once(qlog, clock):
     )
     other = q.send(b"pay order 43", dedup_id="order-43")
     assert other.offset == first.offset + 1
-    assert last_offset(qlog) == 2
+    assert last_offset(clocked_log) == 2
     assert [d.value for d in q.receive(max_messages=10)] == [b"pay order 42", b"pay order 43"]
 
 
-def test_the_window_ends_and_the_id_appends_again(qlog, clock):
-    q = qlog.queue("jobs")
+def test_the_window_ends_and_the_id_appends_again(clocked_log, clock):
+    q = clocked_log.queue("jobs")
     first = q.send(b"x", dedup_id="job-1")
     clock.advance(299)
     assert q.send(b"x", dedup_id="job-1").offset == first.offset
@@ -60,12 +47,12 @@ def test_the_window_ends_and_the_id_appends_again(qlog, clock):
     assert later.offset == first.offset + 1
     clock.advance(10)
     assert q.send(b"x", dedup_id="job-1").offset == later.offset  # the new send holds the id now
-    assert last_offset(qlog) == 2
+    assert last_offset(clocked_log) == 2
 
 
-def test_the_window_is_a_topic_setting(qlog, clock):
-    qlog.create_topic("jobs", dedup_window_ms="2s")
-    q = qlog.queue("jobs")
+def test_the_window_is_a_topic_setting(clocked_log, clock):
+    clocked_log.create_topic("jobs", dedup_window_ms="2s")
+    q = clocked_log.queue("jobs")
     first = q.send(b"x", dedup_id="a")
     clock.advance(1)
     assert q.send(b"x", dedup_id="a").offset == first.offset
@@ -73,21 +60,21 @@ def test_the_window_is_a_topic_setting(qlog, clock):
     assert q.send(b"x", dedup_id="a").offset == first.offset + 1
 
 
-def test_dedup_ids_are_per_topic_and_take_any_text(qlog):
-    q, other = qlog.queue("jobs"), qlog.queue("other")
+def test_dedup_ids_are_per_topic_and_take_any_text(clocked_log):
+    q, other = clocked_log.queue("jobs"), clocked_log.queue("other")
     odd = "ünïcode / spaces & symbols: 🎉"
     assert q.send(b"1", dedup_id=odd).offset == 1
     assert other.send(b"1", dedup_id=odd).offset == 1
     assert q.send(b"2", dedup_id=odd).offset == 1
-    assert last_offset(qlog, "jobs") == last_offset(qlog, "other") == 1
+    assert last_offset(clocked_log, "jobs") == last_offset(clocked_log, "other") == 1
 
 
-def test_send_batch_with_a_dedup_id(qlog):
-    q = qlog.queue("jobs")
+def test_send_batch_with_a_dedup_id(clocked_log):
+    q = clocked_log.queue("jobs")
     first = q.send_batch([b"a", b"b", b"c"], dedup_id="batch-7")
     again = q.send_batch([b"a", b"b", b"c"], dedup_id="batch-7")
     assert (again.first_offset, again.count) == (first.first_offset, 3)
-    assert last_offset(qlog) == 3
+    assert last_offset(clocked_log) == 3
 
 
 def test_a_second_process_sees_the_id(store):
@@ -112,18 +99,18 @@ def test_a_second_process_sees_the_id(store):
 
 
 @pytest.mark.parametrize("dedup_id", ["", "x" * 129, "é" * 65, b"bytes", 42, True])
-def test_bad_dedup_ids_write_nothing(qlog, dedup_id):
-    q = qlog.queue("jobs")
-    before = snapshot(qlog)
+def test_bad_dedup_ids_write_nothing(clocked_log, dedup_id):
+    q = clocked_log.queue("jobs")
+    before = snapshot(clocked_log)
     with pytest.raises(tidelog.InvalidRequest, match="dedup_id"):
         q.send(b"x", dedup_id=dedup_id)
     with pytest.raises(tidelog.InvalidRequest, match="dedup_id"):
         q.send_batch([b"x"], dedup_id=dedup_id)
-    assert snapshot(qlog) == before
+    assert snapshot(clocked_log) == before
 
 
-def test_a_bad_window_setting_is_refused(qlog):
-    before = snapshot(qlog)
+def test_a_bad_window_setting_is_refused(clocked_log):
+    before = snapshot(clocked_log)
     with pytest.raises(tidelog.InvalidRequest, match="dedup_window_ms"):
-        qlog.create_topic("jobs", dedup_window_ms=-5)
-    assert snapshot(qlog) == before
+        clocked_log.create_topic("jobs", dedup_window_ms=-5)
+    assert snapshot(clocked_log) == before

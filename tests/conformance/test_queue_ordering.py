@@ -11,21 +11,8 @@ import pytest
 import tidelog
 
 from .conftest import snapshot
-from .test_queues import Clock
 
 pytestmark = pytest.mark.store_feature("queues")
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def qlog(store, clock):
-    log = store.open(clock=clock)
-    yield log
-    log.close()
 
 
 def values(deliveries):
@@ -37,8 +24,8 @@ def send_keyed(q, pairs):
         q.send(value.encode(), key=key)
 
 
-def test_one_in_flight_per_key_in_offset_order(qlog):
-    q = qlog.queue("orders", ordering="key", visibility_timeout=60)
+def test_one_in_flight_per_key_in_offset_order(clocked_log):
+    q = clocked_log.queue("orders", ordering="key", visibility_timeout=60)
     send_keyed(q, [("a", "a1"), ("a", "a2"), ("b", "b1"), ("a", "a3"), ("b", "b2")])
     first = q.receive(max_messages=10)
     assert values(first) == [b"a1", b"b1"]  # one per key
@@ -51,15 +38,15 @@ def test_one_in_flight_per_key_in_offset_order(qlog):
     assert q.receive() == []
 
 
-def test_records_without_a_key_are_unordered(qlog):
-    q = qlog.queue("orders", ordering="key", visibility_timeout=60)
+def test_records_without_a_key_are_unordered(clocked_log):
+    q = clocked_log.queue("orders", ordering="key", visibility_timeout=60)
     q.send_batch([b"x", b"y", b"z"])
     send_keyed(q, [("a", "a1"), ("a", "a2")])
     assert values(q.receive(max_messages=10)) == [b"x", b"y", b"z", b"a1"]
 
 
-def test_a_nack_holds_back_the_key(qlog, clock):
-    q = qlog.queue("orders", ordering="key", visibility_timeout=60)
+def test_a_nack_holds_back_the_key(clocked_log, clock):
+    q = clocked_log.queue("orders", ordering="key", visibility_timeout=60)
     send_keyed(q, [("a", "a1"), ("a", "a2"), ("b", "b1")])
     a1, b1 = q.receive(max_messages=10)
     q.nack(a1, delay=30)
@@ -72,8 +59,8 @@ def test_a_nack_holds_back_the_key(qlog, clock):
     assert values(q.receive(max_messages=10)) == [b"a2"]
 
 
-def test_a_nack_to_the_back_stays_ahead_of_its_own_key(qlog):
-    q = qlog.queue("orders", ordering="key", visibility_timeout=60)
+def test_a_nack_to_the_back_stays_ahead_of_its_own_key(clocked_log):
+    q = clocked_log.queue("orders", ordering="key", visibility_timeout=60)
     send_keyed(q, [("a", "a1"), ("a", "a2"), ("b", "b1")])
     (a1,) = q.receive()
     q.nack(a1, back=True)
@@ -81,8 +68,8 @@ def test_a_nack_to_the_back_stays_ahead_of_its_own_key(qlog):
     assert values(got) == [b"b1", b"a1"]
 
 
-def test_an_expired_lease_holds_back_the_key(qlog, clock):
-    q = qlog.queue("orders", ordering="key", visibility_timeout=10)
+def test_an_expired_lease_holds_back_the_key(clocked_log, clock):
+    q = clocked_log.queue("orders", ordering="key", visibility_timeout=10)
     send_keyed(q, [("a", "a1"), ("a", "a2")])
     (a1,) = q.receive()
     clock.advance(5)
@@ -96,8 +83,8 @@ def test_an_expired_lease_holds_back_the_key(qlog, clock):
     assert values(q.receive()) == [b"a2"]
 
 
-def test_a_dead_letter_releases_the_key(qlog, clock):
-    q = qlog.queue("orders", ordering="key", visibility_timeout=10, max_deliveries=2)
+def test_a_dead_letter_releases_the_key(clocked_log, clock):
+    q = clocked_log.queue("orders", ordering="key", visibility_timeout=10, max_deliveries=2)
     send_keyed(q, [("a", "a1"), ("a", "a2"), ("a", "a3")])
     (a1,) = q.receive()
     q.reject(a1, "bad")
@@ -108,21 +95,21 @@ def test_a_dead_letter_releases_the_key(qlog, clock):
     clock.advance(11)
     # a2 reached max deliveries: dead-lettered by this receive, which hands out a3
     assert values(q.receive()) == [b"a3"]
-    dead = qlog.read("orders.dlq", 0, after=0, limit=10)
+    dead = clocked_log.read("orders.dlq", 0, after=0, limit=10)
     assert [m.value for m in dead] == [b"a1", b"a2"]
 
 
-def test_priority_does_not_break_key_order(qlog):
-    q = qlog.queue("orders", ordering="key", visibility_timeout=60)
+def test_priority_does_not_break_key_order(clocked_log):
+    q = clocked_log.queue("orders", ordering="key", visibility_timeout=60)
     q.send(b"a1", key="a")
     q.send(b"a2", key="a", priority=9)
     q.send(b"b1", key="b", priority=5)
     assert values(q.receive(max_messages=10)) == [b"b1", b"a1"]
 
 
-def test_several_partitions(qlog):
-    qlog.create_topic("orders", partitions=4)
-    q = qlog.queue("orders", ordering="key", visibility_timeout=60)
+def test_several_partitions(clocked_log):
+    clocked_log.create_topic("orders", partitions=4)
+    q = clocked_log.queue("orders", ordering="key", visibility_timeout=60)
     keys = [f"k{i}" for i in range(8)]
     for n in range(3):
         for k in keys:
@@ -182,16 +169,16 @@ def test_receivers_in_threads_never_hold_two_of_a_key(store):
         log.close()
 
 
-def test_a_group_keeps_its_ordering(qlog):
-    qlog.queue("orders", group="g", ordering="key")
-    assert qlog.queue("orders", group="g").ordering == "key"
-    before = snapshot(qlog)
+def test_a_group_keeps_its_ordering(clocked_log):
+    clocked_log.queue("orders", group="g", ordering="key")
+    assert clocked_log.queue("orders", group="g").ordering == "key"
+    before = snapshot(clocked_log)
     with pytest.raises(tidelog.GroupConflict, match="has ordering 'key'"):
-        qlog.queue("orders", group="g", ordering="none")
-    plain = qlog.queue("orders", group="plain")
+        clocked_log.queue("orders", group="g", ordering="none")
+    plain = clocked_log.queue("orders", group="plain")
     assert plain.ordering == "none"
     with pytest.raises(tidelog.GroupConflict, match="has ordering 'none'"):
-        qlog.queue("orders", group="plain", ordering="key")
+        clocked_log.queue("orders", group="plain", ordering="key")
     with pytest.raises(tidelog.InvalidRequest, match="ordering"):
-        qlog.queue("orders", group="other", ordering="fifo")
-    assert snapshot(qlog)[0] == before[0]
+        clocked_log.queue("orders", group="other", ordering="fifo")
+    assert snapshot(clocked_log)[0] == before[0]

@@ -9,36 +9,23 @@ import tidelog
 from tidelog.queues import PRIORITY, PRIORITY_WINDOW
 
 from .conftest import snapshot
-from .test_queues import Clock
 
 pytestmark = pytest.mark.store_feature("queues")
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def qlog(store, clock):
-    log = store.open(clock=clock)
-    yield log
-    log.close()
 
 
 def values(deliveries):
     return [d.value for d in deliveries]
 
 
-def test_higher_priority_first_then_offset(qlog):
-    q = qlog.queue("jobs", visibility_timeout=600)
+def test_higher_priority_first_then_offset(clocked_log):
+    q = clocked_log.queue("jobs", visibility_timeout=600)
     for value, priority in [(b"a", 0), (b"b", 5), (b"c", 0), (b"d", 9), (b"e", 5)]:
         q.send(value, priority=priority)
     assert values(q.receive(max_messages=10)) == [b"d", b"b", b"e", b"a", b"c"]
 
 
-def test_one_at_a_time_follows_priority_too(qlog):
-    q = qlog.queue("jobs")
+def test_one_at_a_time_follows_priority_too(clocked_log):
+    q = clocked_log.queue("jobs")
     q.send_batch([b"low1", b"low2"])
     q.send(b"high", priority=7)
     got = [q.receive()[0] for _ in range(3)]
@@ -46,8 +33,8 @@ def test_one_at_a_time_follows_priority_too(qlog):
     assert q.receive() == []
 
 
-def test_passed_over_records_keep_their_place(qlog, clock):
-    q = qlog.queue("jobs", visibility_timeout=600)
+def test_passed_over_records_keep_their_place(clocked_log, clock):
+    q = clocked_log.queue("jobs", visibility_timeout=600)
     q.send_batch([b"a", b"b", b"c"], priority=1)
     q.send(b"x", priority=3)
     q.send(b"z")
@@ -60,8 +47,8 @@ def test_passed_over_records_keep_their_place(qlog, clock):
     assert q.stats().available == 0
 
 
-def test_a_released_record_keeps_its_priority(qlog):
-    q = qlog.queue("jobs", visibility_timeout=600)
+def test_a_released_record_keeps_its_priority(clocked_log):
+    q = clocked_log.queue("jobs", visibility_timeout=600)
     q.send(b"urgent", priority=9)
     q.send(b"normal", priority=1)
     (d,) = q.receive()
@@ -70,8 +57,8 @@ def test_a_released_record_keeps_its_priority(qlog):
     assert values(q.receive(max_messages=10)) == [b"urgent", b"normal"]
 
 
-def test_a_nack_to_the_front_does_not_jump_a_higher_priority(qlog):
-    q = qlog.queue("jobs", visibility_timeout=600)
+def test_a_nack_to_the_front_does_not_jump_a_higher_priority(clocked_log):
+    q = clocked_log.queue("jobs", visibility_timeout=600)
     q.send(b"low")
     (d,) = q.receive()
     q.send(b"high", priority=2)
@@ -79,9 +66,9 @@ def test_a_nack_to_the_front_does_not_jump_a_higher_priority(qlog):
     assert values(q.receive(max_messages=10)) == [b"high", b"low"]
 
 
-def test_priorities_across_partitions(qlog):
-    qlog.create_topic("jobs", partitions=3)
-    q = qlog.queue("jobs", visibility_timeout=600)
+def test_priorities_across_partitions(clocked_log):
+    clocked_log.create_topic("jobs", partitions=3)
+    q = clocked_log.queue("jobs", visibility_timeout=600)
     for p in range(3):
         q.send_batch([f"{p}-low".encode()], partition=p)
     q.send(b"2-high", partition=2, priority=4)
@@ -91,8 +78,8 @@ def test_priorities_across_partitions(qlog):
     assert sorted(got[2:]) == [b"0-low", b"1-low", b"2-low"]
 
 
-def test_priority_with_a_delay(qlog, clock):
-    q = qlog.queue("jobs", visibility_timeout=600)
+def test_priority_with_a_delay(clocked_log, clock):
+    q = clocked_log.queue("jobs", visibility_timeout=600)
     q.send(b"later", priority=9, delay=10)
     q.send(b"now")
     assert values(q.receive(max_messages=10)) == [b"now"]
@@ -101,8 +88,8 @@ def test_priority_with_a_delay(qlog, clock):
     assert values(q.receive(max_messages=10)) == [b"later", b"also-now"]
 
 
-def test_within_the_window_the_highest_comes_first(qlog):
-    q = qlog.queue("jobs", visibility_timeout=600)
+def test_within_the_window_the_highest_comes_first(clocked_log):
+    q = clocked_log.queue("jobs", visibility_timeout=600)
     q.send_batch([f"n{i}".encode() for i in range(PRIORITY_WINDOW - 1)])
     q.send(b"top", priority=9)
     assert values(q.receive()) == [b"top"]
@@ -110,20 +97,20 @@ def test_within_the_window_the_highest_comes_first(qlog):
     assert values(rest) == [f"n{i}".encode() for i in range(PRIORITY_WINDOW - 1)]
 
 
-def test_stream_groups_see_the_record_unchanged(qlog):
-    q = qlog.queue("jobs")
+def test_stream_groups_see_the_record_unchanged(clocked_log):
+    q = clocked_log.queue("jobs")
     q.send(b"v", priority=6, headers={"h": b"1"})
-    (m,) = qlog.read("jobs", 0, after=0, limit=10)
+    (m,) = clocked_log.read("jobs", 0, after=0, limit=10)
     assert m.value == b"v"
     assert dict(m.headers) == {"h": b"1", PRIORITY: b"6"}
 
 
 @pytest.mark.parametrize("priority", [-1, 10, 1.5, "5", True, None])
-def test_bad_priority_writes_nothing(qlog, priority):
-    q = qlog.queue("jobs")
-    before = snapshot(qlog)
+def test_bad_priority_writes_nothing(clocked_log, priority):
+    q = clocked_log.queue("jobs")
+    before = snapshot(clocked_log)
     with pytest.raises(tidelog.InvalidRequest, match="priority"):
         q.send(b"x", priority=priority)
     with pytest.raises(tidelog.InvalidRequest, match="priority"):
         q.send_batch([b"x", b"y"], priority=priority)
-    assert snapshot(qlog) == before
+    assert snapshot(clocked_log) == before

@@ -11,25 +11,12 @@ import pytest
 import tidelog
 
 from .conftest import snapshot
-from .test_queues import Clock
 
 pytestmark = pytest.mark.store_feature("queues")
 
 
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def qlog(store, clock):
-    log = store.open(clock=clock)
-    yield log
-    log.close()
-
-
-def test_ack_many_acks_each_and_reports_a_lost_lease_in_its_place(qlog, clock):
-    q = qlog.queue("jobs", visibility_timeout=10)
+def test_ack_many_acks_each_and_reports_a_lost_lease_in_its_place(clocked_log, clock):
+    q = clocked_log.queue("jobs", visibility_timeout=10)
     q.send_batch([b"r0", b"r1"])
     first = q.receive(max_messages=2)
     clock.advance(11)  # those two expire and are delivered again below
@@ -48,8 +35,8 @@ def test_ack_many_acks_each_and_reports_a_lost_lease_in_its_place(qlog, clock):
     assert q.ack_many([]) == []
 
 
-def test_nack_many_front_back_and_delay(qlog, clock):
-    q = qlog.queue("jobs", visibility_timeout=120)
+def test_nack_many_front_back_and_delay(clocked_log, clock):
+    q = clocked_log.queue("jobs", visibility_timeout=120)
     q.send_batch([b"1", b"2", b"3", b"4", b"5", b"6"])
     d1, d2, d3, d4 = q.receive(max_messages=4)
     assert q.nack_many([d3, d1], back=True) == [None, None]
@@ -61,8 +48,8 @@ def test_nack_many_front_back_and_delay(qlog, clock):
     assert [d.value for d in q.receive(max_messages=10)] == [b"4"]
 
 
-def test_extend_many_returns_the_new_deadlines(qlog, clock):
-    q = qlog.queue("jobs", visibility_timeout=10)
+def test_extend_many_returns_the_new_deadlines(clocked_log, clock):
+    q = clocked_log.queue("jobs", visibility_timeout=10)
     q.send_batch([b"a", b"b", b"c"])
     got = q.receive(max_messages=3)
     q.ack(got[1])
@@ -76,8 +63,8 @@ def test_extend_many_returns_the_new_deadlines(qlog, clock):
     assert [d.value for d in q.receive(max_messages=10)] == [b"a", b"c"]
 
 
-def test_settle_many_mixes_commands(qlog, clock):
-    q = qlog.queue("jobs", visibility_timeout=300)
+def test_settle_many_mixes_commands(clocked_log, clock):
+    q = clocked_log.queue("jobs", visibility_timeout=300)
     q.send_batch([b"a", b"b", b"c", b"d"])
     a, b, c, d = q.receive(max_messages=4)
     results = q.settle_many([("ack", a, None), ("back", b, None), ("extend", c, 100), ("delay", d, 50)])
@@ -101,20 +88,20 @@ def test_settle_many_mixes_commands(qlog, clock):
         lambda q, ds: q.settle_many([("ack", ds[0])]),
     ],
 )
-def test_bad_input_settles_nothing(qlog, clock, call):
-    q = qlog.queue("jobs", visibility_timeout=10)
+def test_bad_input_settles_nothing(clocked_log, clock, call):
+    q = clocked_log.queue("jobs", visibility_timeout=10)
     q.send_batch([b"a", b"b"])
     ds = q.receive(max_messages=2)
-    before = snapshot(qlog), q.stats()
+    before = snapshot(clocked_log), q.stats()
     with pytest.raises(tidelog.InvalidRequest):
         call(q, ds)
-    assert (snapshot(qlog), q.stats()) == before
+    assert (snapshot(clocked_log), q.stats()) == before
     assert q.ack_many(ds) == [None, None]  # both still held by their receipts
 
 
-def test_deliveries_of_another_topic_are_refused(qlog):
-    q = qlog.queue("jobs")
-    other = qlog.queue("other")
+def test_deliveries_of_another_topic_are_refused(clocked_log):
+    q = clocked_log.queue("jobs")
+    other = clocked_log.queue("other")
     q.send(b"a")
     other.send(b"b")
     (d,) = other.receive()

@@ -13,37 +13,12 @@ from .conftest import snapshot
 pytestmark = pytest.mark.store_feature("queues")
 
 
-class Clock:
-    """A controllable clock (ms) so lease expiry needs no sleeping."""
-
-    def __init__(self) -> None:
-        self.now = 1_800_000_000_000
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += int(seconds * 1000)
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def qlog(store, clock):
-    log = store.open(clock=clock)
-    yield log
-    log.close()
-
-
 def offsets(deliveries):
     return [d.offset for d in deliveries]
 
 
-def test_records_sent_before_anyone_received_are_delivered(qlog):
-    q = qlog.queue("jobs")
+def test_records_sent_before_anyone_received_are_delivered(clocked_log):
+    q = clocked_log.queue("jobs")
     q.send({"n": 1})
     q.send({"n": 2})
     got = q.receive(max_messages=10)
@@ -53,23 +28,23 @@ def test_records_sent_before_anyone_received_are_delivered(qlog):
     assert q.receive() == []  # both leased
 
 
-def test_defaults_receive_one_without_waiting(qlog):
-    q = qlog.queue("jobs")
+def test_defaults_receive_one_without_waiting(clocked_log):
+    q = clocked_log.queue("jobs")
     assert q.receive() == []
     q.send_batch([b"a", b"b"])
     assert len(q.receive()) == 1
 
 
-def test_start_latest_skips_what_was_there(qlog):
-    qlog.producer().send("events", b"old")
-    q = qlog.queue("events", group="fresh", start="latest")
+def test_start_latest_skips_what_was_there(clocked_log):
+    clocked_log.producer().send("events", b"old")
+    q = clocked_log.queue("events", group="fresh", start="latest")
     assert q.receive() == []
     q.send(b"new")
     assert [d.value for d in q.receive()] == [b"new"]
 
 
-def test_ack_is_final_and_twice_is_a_noop(qlog, clock):
-    q = qlog.queue("jobs", visibility_timeout=5)
+def test_ack_is_final_and_twice_is_a_noop(clocked_log, clock):
+    q = clocked_log.queue("jobs", visibility_timeout=5)
     q.send(b"x")
     (d,) = q.receive()
     q.ack(d)
@@ -82,8 +57,8 @@ def test_ack_is_final_and_twice_is_a_noop(qlog, clock):
         q.nack(d)
 
 
-def test_expired_lease_is_redelivered_with_count_plus_one(qlog, clock):
-    q = qlog.queue("jobs", visibility_timeout=10)
+def test_expired_lease_is_redelivered_with_count_plus_one(clocked_log, clock):
+    q = clocked_log.queue("jobs", visibility_timeout=10)
     q.send(b"x")
     (first,) = q.receive()
     clock.advance(9)
@@ -93,19 +68,19 @@ def test_expired_lease_is_redelivered_with_count_plus_one(qlog, clock):
     assert second.offset == first.offset
     assert second.delivery_count == 2
     assert second.receipt != first.receipt
-    before = snapshot(qlog)
+    before = snapshot(clocked_log)
     # The first receipt lost its lease: nothing it does changes anything.
     for act in (lambda: q.ack(first), lambda: q.extend(first, 5), lambda: q.nack(first)):
         with pytest.raises(tidelog.LeaseLost, match="delivered again"):
             act()
-    assert snapshot(qlog) == before
+    assert snapshot(clocked_log) == before
     q.ack(second)
     clock.advance(60)
     assert q.receive() == []
 
 
-def test_extend_pushes_the_deadline(qlog, clock):
-    q = qlog.queue("jobs", visibility_timeout=10)
+def test_extend_pushes_the_deadline(clocked_log, clock):
+    q = clocked_log.queue("jobs", visibility_timeout=10)
     q.send(b"x")
     (d,) = q.receive()
     d2 = q.extend(d, 30)
@@ -116,8 +91,8 @@ def test_extend_pushes_the_deadline(qlog, clock):
     assert [x.delivery_count for x in q.receive()] == [2]
 
 
-def test_visibility_timeout_per_receive(qlog, clock):
-    q = qlog.queue("jobs", visibility_timeout=100)
+def test_visibility_timeout_per_receive(clocked_log, clock):
+    q = clocked_log.queue("jobs", visibility_timeout=100)
     q.send(b"x")
     (d,) = q.receive(visibility_timeout=1)
     assert d.lease_deadline == clock.now + 1000
@@ -125,8 +100,8 @@ def test_visibility_timeout_per_receive(qlog, clock):
     assert len(q.receive()) == 1
 
 
-def test_nack_front_back_and_delay_order(qlog, clock):
-    q = qlog.queue("jobs")
+def test_nack_front_back_and_delay_order(clocked_log, clock):
+    q = clocked_log.queue("jobs")
     q.send_batch([b"1", b"2", b"3", b"4"])
     d1, d2 = q.receive(max_messages=2)
     clock.advance(1)
@@ -135,8 +110,8 @@ def test_nack_front_back_and_delay_order(qlog, clock):
     assert [d.value for d in q.receive(max_messages=10)] == [b"2", b"3", b"4", b"1"]
 
 
-def test_nack_with_delay(qlog, clock):
-    q = qlog.queue("jobs")
+def test_nack_with_delay(clocked_log, clock):
+    q = clocked_log.queue("jobs")
     q.send(b"x")
     (d,) = q.receive()
     q.nack(d, delay=5)
@@ -147,8 +122,8 @@ def test_nack_with_delay(qlog, clock):
     assert again.delivery_count == 2
 
 
-def test_send_with_delay(qlog, clock):
-    q = qlog.queue("jobs")
+def test_send_with_delay(clocked_log, clock):
+    q = clocked_log.queue("jobs")
     q.send(b"later", delay=10)
     q.send(b"now")
     assert [d.value for d in q.receive(max_messages=10)] == [b"now"]
@@ -156,18 +131,18 @@ def test_send_with_delay(qlog, clock):
     clock.advance(10)
     assert [d.value for d in q.receive(max_messages=10)] == [b"later"]
     # Stream groups see delayed records at once.
-    assert [m.value for m in qlog.read("jobs", 0)] == [b"later", b"now"]
+    assert [m.value for m in clocked_log.read("jobs", 0)] == [b"later", b"now"]
 
 
-def test_dead_letter_after_max_deliveries(qlog, clock):
-    q = qlog.queue("orders", group="mailer", visibility_timeout=1, max_deliveries=2)
+def test_dead_letter_after_max_deliveries(clocked_log, clock):
+    q = clocked_log.queue("orders", group="mailer", visibility_timeout=1, max_deliveries=2)
     q.send({"id": 7}, key="k", headers={"trace": "t1"})
     for attempt in (1, 2):
         (d,) = q.receive()
         assert d.delivery_count == attempt
         clock.advance(2)
     assert q.receive() == []  # third delivery would exceed: dead-lettered instead
-    (dead,) = qlog.read("orders.dlq", 0)
+    (dead,) = clocked_log.read("orders.dlq", 0)
     assert dead.data == {"id": 7}
     assert dead.key == b"k"
     headers = dict(dead.headers)
@@ -182,50 +157,50 @@ def test_dead_letter_after_max_deliveries(qlog, clock):
     assert q.receive() == []
 
 
-def test_reject_goes_straight_to_dead_letter_topic(qlog):
-    q = qlog.queue("orders", dead_letter="orders.bad")
+def test_reject_goes_straight_to_dead_letter_topic(clocked_log):
+    q = clocked_log.queue("orders", dead_letter="orders.bad")
     q.send(b"garbage")
     (d,) = q.receive()
     offset = q.reject(d, reason="bad payload")
-    (dead,) = qlog.read("orders.bad", 0)
+    (dead,) = clocked_log.read("orders.bad", 0)
     assert dead.offset == offset
     assert dict(dead.headers)["tidelog-reason"] == b"bad payload"
     with pytest.raises(tidelog.LeaseLost):
         q.reject(d)
 
 
-def test_group_settings_are_stored_on_first_use(qlog):
-    qlog.queue("orders", group="g", max_deliveries=3, dead_letter="orders.x")
-    later = qlog.queue("orders", group="g")
+def test_group_settings_are_stored_on_first_use(clocked_log):
+    clocked_log.queue("orders", group="g", max_deliveries=3, dead_letter="orders.x")
+    later = clocked_log.queue("orders", group="g")
     assert (later.max_deliveries, later.dead_letter) == (3, "orders.x")
 
 
-def test_queue_groups_and_stream_groups_fan_out(qlog):
-    a, b = qlog.queue("t", group="a"), qlog.queue("t", group="b")
+def test_queue_groups_and_stream_groups_fan_out(clocked_log):
+    a, b = clocked_log.queue("t", group="a"), clocked_log.queue("t", group="b")
     a.send(b"x")
     (da,) = a.receive()
     (db,) = b.receive()
     a.ack(da)
     assert db.offset == da.offset
-    consumer = qlog.consumer("stream")
+    consumer = clocked_log.consumer("stream")
     assert [m.value for m in consumer.fetch("t", 0)] == [b"x"]
 
 
-def test_partitions_are_all_served(qlog):
-    qlog.create_topic("multi", partitions=3)
-    producer = qlog.producer()
+def test_partitions_are_all_served(clocked_log):
+    clocked_log.create_topic("multi", partitions=3)
+    producer = clocked_log.producer()
     for p in range(3):
         producer.send("multi", f"p{p}", partition=p)
-    q = qlog.queue("multi")
+    q = clocked_log.queue("multi")
     got = q.receive(max_messages=10)
     assert sorted(d.partition for d in got) == [0, 1, 2]
-    qlog.add_partitions("multi", 4)
+    clocked_log.add_partitions("multi", 4)
     producer.send("multi", "p3", partition=3)
-    assert [d.partition for d in qlog.queue("multi").receive(max_messages=10)] == [3]
+    assert [d.partition for d in clocked_log.queue("multi").receive(max_messages=10)] == [3]
 
 
-def test_stats(qlog, clock):
-    q = qlog.queue("jobs")
+def test_stats(clocked_log, clock):
+    q = clocked_log.queue("jobs")
     q.send_batch([b"1", b"2", b"3"])
     q.send(b"4", delay=30)
     clock.advance(5)
@@ -251,20 +226,20 @@ def test_stats(qlog, clock):
         {"start": "middle"},
     ],
 )
-def test_bad_options_are_refused_when_the_handle_is_made(qlog, options):
-    qlog.create_topic("jobs", partitions=1)
-    before = snapshot(qlog)
+def test_bad_options_are_refused_when_the_handle_is_made(clocked_log, options):
+    clocked_log.create_topic("jobs", partitions=1)
+    before = snapshot(clocked_log)
     with pytest.raises(tidelog.InvalidRequest):
-        qlog.queue("jobs", **options)
-    assert snapshot(qlog) == before
+        clocked_log.queue("jobs", **options)
+    assert snapshot(clocked_log) == before
 
 
-def test_bad_arguments_change_nothing(qlog):
-    q = qlog.queue("jobs")
+def test_bad_arguments_change_nothing(clocked_log):
+    q = clocked_log.queue("jobs")
     q.send(b"x")
     (d,) = q.receive()
-    other = qlog.queue("jobs", group="other")
-    before = snapshot(qlog)
+    other = clocked_log.queue("jobs", group="other")
+    before = snapshot(clocked_log)
     with pytest.raises(tidelog.InvalidRequest):
         q.send(b"y", delay=-1)
     with pytest.raises(tidelog.InvalidRequest):
@@ -282,7 +257,7 @@ def test_bad_arguments_change_nothing(qlog):
         q.ack(forged)
     with pytest.raises(tidelog.LeaseLost):
         other.ack(d)  # another group's receipt
-    assert snapshot(qlog) == before
+    assert snapshot(clocked_log) == before
     q.ack(d)
 
 
@@ -327,8 +302,8 @@ def test_concurrent_receivers_never_share_a_lease(store):
         log.close()
 
 
-def test_stats_age_after_a_nack_to_the_front(qlog, clock):
-    q = qlog.queue("jobs")
+def test_stats_age_after_a_nack_to_the_front(clocked_log, clock):
+    q = clocked_log.queue("jobs")
     q.send(b"x")
     (d,) = q.receive()
     q.nack(d)  # to the front

@@ -9,179 +9,168 @@ import pytest
 import tidelog
 
 from .conftest import snapshot
-from .test_queues import Clock
 
 pytestmark = pytest.mark.store_feature("retention")
 
 HOUR = 3_600_000
 
 
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def rlog(store, clock):
-    log = store.open(clock=clock)
-    yield log
-    log.close()
-
-
 def offsets(log, topic, partition=0):
     return [m.offset for m in log.read(topic, partition, limit=10_000)]
 
 
-def test_time_retention_removes_an_old_prefix(rlog, clock):
-    rlog.create_topic("t", partitions=1, retention_ms="1h")
-    producer = rlog.producer()
+def test_time_retention_removes_an_old_prefix(clocked_log, clock):
+    clocked_log.create_topic("t", partitions=1, retention_ms="1h")
+    producer = clocked_log.producer()
     producer.send_batch("t", [b"old"] * 5)
     clock.advance(1800)
     producer.send_batch("t", [b"mid"] * 3)
     clock.advance(1801)  # the first five are now over an hour old
-    (report,) = rlog.clean("t")
+    (report,) = clocked_log.clean("t")
     assert report.removed == 5
-    assert offsets(rlog, "t") == [6, 7, 8]  # offsets never change
-    (p,) = rlog.describe("t").partitions
+    assert offsets(clocked_log, "t") == [6, 7, 8]  # offsets never change
+    (p,) = clocked_log.describe("t").partitions
     assert (p.first_offset, p.last_offset, p.records) == (6, 8, 3)
-    assert rlog.last_clean("t")["removed"] == 5
+    assert clocked_log.last_clean("t")["removed"] == 5
     assert producer.send("t", b"new").offset == 9
 
 
-def test_emptied_partition_never_reuses_offsets(rlog, clock):
-    rlog.create_topic("t", partitions=1, retention_ms=1000)
-    rlog.producer().send_batch("t", [b"x"] * 4)
+def test_emptied_partition_never_reuses_offsets(clocked_log, clock):
+    clocked_log.create_topic("t", partitions=1, retention_ms=1000)
+    clocked_log.producer().send_batch("t", [b"x"] * 4)
     clock.advance(2)
-    rlog.clean()
-    assert rlog.describe("t").partitions[0].records == 0
-    assert rlog.producer().send("t", b"y").offset == 5
+    clocked_log.clean()
+    assert clocked_log.describe("t").partitions[0].records == 0
+    assert clocked_log.producer().send("t", b"y").offset == 5
 
 
-def test_size_retention_keeps_the_newest_within_the_limit(rlog):
-    rlog.create_topic("t", partitions=1, retention_bytes=250)
-    rlog.producer().send_batch("t", [b"x" * 100] * 5)
-    rlog.clean("t")
-    assert offsets(rlog, "t") == [4, 5]
-    assert rlog.describe("t").partitions[0].bytes == 200
+def test_size_retention_keeps_the_newest_within_the_limit(clocked_log):
+    clocked_log.create_topic("t", partitions=1, retention_bytes=250)
+    clocked_log.producer().send_batch("t", [b"x" * 100] * 5)
+    clocked_log.clean("t")
+    assert offsets(clocked_log, "t") == [4, 5]
+    assert clocked_log.describe("t").partitions[0].bytes == 200
 
 
-def test_reading_below_the_first_offset(rlog, clock):
-    rlog.create_topic("t", partitions=1, retention_ms="1h")
-    rlog.producer().send_batch("t", [b"a"] * 3)
+def test_reading_below_the_first_offset(clocked_log, clock):
+    clocked_log.create_topic("t", partitions=1, retention_ms="1h")
+    clocked_log.producer().send_batch("t", [b"a"] * 3)
     for group in ("e", "l", "x", "m"):
-        rlog.consumer(group).commit("t", 0, 1)  # these groups read offset 1, then retention passes them
+        clocked_log.consumer(group).commit(
+            "t", 0, 1
+        )  # these groups read offset 1, then retention passes them
     clock.advance(3601)
-    rlog.producer().send_batch("t", [b"b"] * 2)
-    rlog.clean("t")
+    clocked_log.producer().send_batch("t", [b"b"] * 2)
+    clocked_log.clean("t")
     with pytest.raises(tidelog.OffsetOutOfRange) as err:
-        rlog.read("t", 0, after=1)
+        clocked_log.read("t", 0, after=1)
     assert err.value.first == 4
-    assert [m.offset for m in rlog.read("t", 0, after=3)] == [4, 5]
-    consumer = rlog.consumer("g")
-    before = snapshot(rlog)
+    assert [m.offset for m in clocked_log.read("t", 0, after=3)] == [4, 5]
+    consumer = clocked_log.consumer("g")
+    before = snapshot(clocked_log)
     with pytest.raises(tidelog.OffsetOutOfRange):
         consumer.seek("t", 0, 1)
-    assert snapshot(rlog) == before
+    assert snapshot(clocked_log) == before
     # auto_reset decides where a stream group goes on.
-    assert [m.offset for m in rlog.consumer("e", auto_reset="earliest").fetch("t", 0)] == [4, 5]
-    assert rlog.consumer("l", auto_reset="latest").fetch("t", 0) == []
+    assert [m.offset for m in clocked_log.consumer("e", auto_reset="earliest").fetch("t", 0)] == [4, 5]
+    assert clocked_log.consumer("l", auto_reset="latest").fetch("t", 0) == []
     with pytest.raises(tidelog.OffsetOutOfRange):
-        rlog.consumer("x", auto_reset="error").fetch("t", 0)
+        clocked_log.consumer("x", auto_reset="error").fetch("t", 0)
     with pytest.raises(tidelog.InvalidRequest):
-        rlog.consumer("x", auto_reset="sometimes")
-    member = rlog.consumer("m", topics=["t"], heartbeat_interval=0)
+        clocked_log.consumer("x", auto_reset="sometimes")
+    member = clocked_log.consumer("m", topics=["t"], heartbeat_interval=0)
     assert [m.offset for m in member.poll(timeout=0)] == [4, 5]
 
 
 @pytest.mark.store_feature("queues")
-def test_queue_groups_move_on_and_keep_what_they_hold(rlog, clock):
-    rlog.create_topic("q", partitions=1, retention_ms="1h")
-    q = rlog.queue("q")
+def test_queue_groups_move_on_and_keep_what_they_hold(clocked_log, clock):
+    clocked_log.create_topic("q", partitions=1, retention_ms="1h")
+    q = clocked_log.queue("q")
     q.send_batch([b"1", b"2", b"3", b"4"])
     (held,) = q.receive()  # offset 1 stays leased
     clock.advance(3601)
     q.send(b"5")
-    rlog.clean("q")
+    clocked_log.clean("q")
     # Nothing the group holds in flight is removed, so nothing before it either.
-    assert offsets(rlog, "q") == [1, 2, 3, 4, 5]
+    assert offsets(clocked_log, "q") == [1, 2, 3, 4, 5]
     q.ack(held)
-    rlog.clean("q")
-    assert offsets(rlog, "q") == [5]
+    clocked_log.clean("q")
+    assert offsets(clocked_log, "q") == [5]
     assert [d.offset for d in q.receive(max_messages=10)] == [5]  # it moves on past the gap
 
 
 @pytest.mark.store_feature("queues")
-def test_retention_consumed_removes_what_every_group_finished(rlog):
-    rlog.create_topic("w", partitions=1, retention="consumed", retention_ms=None)
-    rlog.producer().send_batch("w", [b"x"] * 6)
-    rlog.clean("w")
-    assert offsets(rlog, "w") == [1, 2, 3, 4, 5, 6]  # no group yet: nothing is consumed
-    stream = rlog.consumer("s")
+def test_retention_consumed_removes_what_every_group_finished(clocked_log):
+    clocked_log.create_topic("w", partitions=1, retention="consumed", retention_ms=None)
+    clocked_log.producer().send_batch("w", [b"x"] * 6)
+    clocked_log.clean("w")
+    assert offsets(clocked_log, "w") == [1, 2, 3, 4, 5, 6]  # no group yet: nothing is consumed
+    stream = clocked_log.consumer("s")
     stream.commit("w", 0, 4)
-    q = rlog.queue("w", group="workers")
+    q = clocked_log.queue("w", group="workers")
     deliveries = q.receive(max_messages=3)  # offsets 1, 2, 3
     q.ack(deliveries[0])
     q.ack(deliveries[2])
-    rlog.clean("w")
+    clocked_log.clean("w")
     # The queue group finished 1 and 3, but 2 is in flight: only 1 may go.
-    assert offsets(rlog, "w") == [2, 3, 4, 5, 6]
+    assert offsets(clocked_log, "w") == [2, 3, 4, 5, 6]
     q.ack(deliveries[1])
-    rlog.clean("w")
-    assert offsets(rlog, "w") == [4, 5, 6]  # the queue group finished 1..3, the stream group 1..4
+    clocked_log.clean("w")
+    assert offsets(clocked_log, "w") == [4, 5, 6]  # the queue group finished 1..3, the stream group 1..4
     stream.commit("w", 0, 6)
     for d in q.receive(max_messages=10):
         q.ack(d)
-    rlog.clean("w")
-    assert offsets(rlog, "w") == []
+    clocked_log.clean("w")
+    assert offsets(clocked_log, "w") == []
 
 
-def test_compaction_keeps_the_latest_per_key(rlog, clock):
-    rlog.create_topic("c", partitions=1, cleanup_policy="compact", delete_retention_ms="10s")
-    producer = rlog.producer()
+def test_compaction_keeps_the_latest_per_key(clocked_log, clock):
+    clocked_log.create_topic("c", partitions=1, cleanup_policy="compact", delete_retention_ms="10s")
+    producer = clocked_log.producer()
     for i in range(9):
         producer.send("c", {"v": i}, key=f"k{i % 3}")
     producer.send("c", "no key")
     producer.send("c", None, key="k0")  # a tombstone for k0
-    (report,) = rlog.clean("c")
-    kept = [(m.offset, m.key, m.data) for m in rlog.read("c", 0)]
+    (report,) = clocked_log.clean("c")
+    kept = [(m.offset, m.key, m.data) for m in clocked_log.read("c", 0)]
     assert kept == [(8, b"k1", {"v": 7}), (9, b"k2", {"v": 8}), (10, None, "no key"), (11, b"k0", None)]
     assert report.compacted == 7
     clock.advance(11)
-    rlog.clean("c")
-    assert [m.offset for m in rlog.read("c", 0)] == [8, 9, 10]  # the tombstone went after its delay
+    clocked_log.clean("c")
+    assert [m.offset for m in clocked_log.read("c", 0)] == [8, 9, 10]  # the tombstone went after its delay
     assert producer.send("c", b"z", key="k9").offset == 12
 
 
-def test_compaction_never_touches_the_newest_lag(rlog, clock):
-    rlog.create_topic("c", partitions=1, cleanup_policy="compact", min_compaction_lag_ms="1m")
-    producer = rlog.producer()
+def test_compaction_never_touches_the_newest_lag(clocked_log, clock):
+    clocked_log.create_topic("c", partitions=1, cleanup_policy="compact", min_compaction_lag_ms="1m")
+    producer = clocked_log.producer()
     producer.send("c", b"1", key="k")
     producer.send("c", b"2", key="k")
-    rlog.clean("c")
-    assert offsets(rlog, "c") == [1, 2]
+    clocked_log.clean("c")
+    assert offsets(clocked_log, "c") == [1, 2]
     clock.advance(61)
-    rlog.clean("c")
-    assert offsets(rlog, "c") == [2]
+    clocked_log.clean("c")
+    assert offsets(clocked_log, "c") == [2]
 
 
-def test_compaction_without_keys_keeps_everything_and_says_so(rlog):
-    rlog.create_topic("c", partitions=1, cleanup_policy="compact,delete")
-    rlog.producer().send_batch("c", [b"a", b"b"])
-    (report,) = rlog.clean("c")
+def test_compaction_without_keys_keeps_everything_and_says_so(clocked_log):
+    clocked_log.create_topic("c", partitions=1, cleanup_policy="compact,delete")
+    clocked_log.producer().send_batch("c", [b"a", b"b"])
+    (report,) = clocked_log.clean("c")
     assert report.removed == 0
     assert "no record has a key" in report.notes[0]
 
 
-def test_alter_topic_changes_retention(rlog, clock):
-    rlog.create_topic("t", partitions=1)
-    rlog.producer().send_batch("t", [b"x"] * 3)
+def test_alter_topic_changes_retention(clocked_log, clock):
+    clocked_log.create_topic("t", partitions=1)
+    clocked_log.producer().send_batch("t", [b"x"] * 3)
     clock.advance(60)
-    rlog.clean()
-    assert len(offsets(rlog, "t")) == 3  # default: seven days
-    rlog.alter_topic("t", retention_ms="30s")
-    assert rlog.topic("t").config["retention_ms"] == 30_000
-    rlog.clean()
-    assert offsets(rlog, "t") == []
+    clocked_log.clean()
+    assert len(offsets(clocked_log, "t")) == 3  # default: seven days
+    clocked_log.alter_topic("t", retention_ms="30s")
+    assert clocked_log.topic("t").config["retention_ms"] == 30_000
+    clocked_log.clean()
+    assert offsets(clocked_log, "t") == []
 
 
 @pytest.mark.parametrize(
@@ -199,14 +188,14 @@ def test_alter_topic_changes_retention(rlog, clock):
         {"retention_bytes": 1 << 70},  # settings travel as JSON: 64 bits at most
     ],
 )
-def test_bad_settings_are_refused_and_change_nothing(rlog, settings):
-    rlog.create_topic("t", partitions=1)
-    before = snapshot(rlog)
+def test_bad_settings_are_refused_and_change_nothing(clocked_log, settings):
+    clocked_log.create_topic("t", partitions=1)
+    before = snapshot(clocked_log)
     with pytest.raises(tidelog.InvalidRequest):
-        rlog.create_topic("u", partitions=1, **settings)
+        clocked_log.create_topic("u", partitions=1, **settings)
     with pytest.raises(tidelog.InvalidRequest):
-        rlog.alter_topic("t", **settings)
-    assert snapshot(rlog) == before
+        clocked_log.alter_topic("t", **settings)
+    assert snapshot(clocked_log) == before
 
 
 def test_durations_and_sizes_parse():

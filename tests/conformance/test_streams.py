@@ -14,25 +14,12 @@ import tidelog
 from tidelog.streams import MAX_ID, NEVER, ZERO, Add, StreamId, Streams
 
 from .conftest import snapshot
-from .test_queues import Clock
 
 pytestmark = [
     pytest.mark.store_feature("streams"),
     # Redis streams are the RESP front's core (already on an event loop there), not a Python API.
     pytest.mark.sync_api_only("Streams has no asyncio twin"),
 ]
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def slog(store, clock):
-    log = store.open(clock=clock)
-    yield log
-    log.close()
 
 
 def add(streams: Streams, stream: str, *fields: bytes, id=None, **kw):
@@ -43,8 +30,8 @@ def add(streams: Streams, stream: str, *fields: bytes, id=None, **kw):
     return result
 
 
-def test_derived_ids_are_timestamp_and_offset(slog, clock):
-    s = Streams(slog)
+def test_derived_ids_are_timestamp_and_offset(clocked_log, clock):
+    s = Streams(clocked_log)
     first = add(s, "orders", b"value", b"a")
     clock.advance(0.005)
     second = add(s, "orders", b"value", b"b")
@@ -54,17 +41,17 @@ def test_derived_ids_are_timestamp_and_offset(slog, clock):
     assert s.offset_of("orders", second) == 2
 
 
-def test_explicit_ids_are_kept_and_must_grow(slog, clock):
-    s = Streams(slog)
+def test_explicit_ids_are_kept_and_must_grow(clocked_log, clock):
+    s = Streams(clocked_log)
     assert add(s, "s", b"f", b"1", id=(5, 1)) == StreamId(5, 1)
     assert add(s, "s", b"f", b"2", id=(5, None)) == StreamId(5, 2)
-    before = snapshot(slog)
+    before = snapshot(clocked_log)
     for bad in ((5, 2), (4, 9), (5, 1)):
         with pytest.raises(tidelog.StreamIdTooSmall):
             add(s, "s", b"f", b"x", id=bad)
     with pytest.raises(tidelog.InvalidStreamId, match="greater than 0-0"):
         add(s, "t", b"f", b"x", id=(0, 0))
-    assert snapshot(slog)[1]["s"] == before[1]["s"]
+    assert snapshot(clocked_log)[1]["s"] == before[1]["s"]
     # `*` after an id from the future continues after it: ids keep growing.
     future = add(s, "s", b"f", b"3", id=(clock.now + 60_000, 0))
     auto = add(s, "s", b"f", b"4")
@@ -75,14 +62,14 @@ def test_explicit_ids_are_kept_and_must_grow(slog, clock):
     assert s.offset_of("s", StreamId(5, 3)) is None
 
 
-def test_fields_map_to_value_key_and_headers_both_ways(slog):
-    s = Streams(slog)
+def test_fields_map_to_value_key_and_headers_both_ways(clocked_log):
+    s = Streams(clocked_log)
     add(s, "s", b"f", b"1", b"value", b"body", b"key", b"k1", b"g", b"2")
-    (msg,) = slog.read("s", 0)
+    (msg,) = clocked_log.read("s", 0)
     assert msg.value == b"body" and msg.key == b"k1"
     assert msg.headers == [("f", b"1"), ("g", b"2")]
-    slog.producer().send("s", {"n": 1}, key="k2", headers={"h": "v"})
-    slog.producer().send("s", b"plain")
+    clocked_log.producer().send("s", {"n": 1}, key="k2", headers={"h": "v"})
+    clocked_log.producer().send("s", b"plain")
     entries = s.range("s", ZERO, MAX_ID)
     assert entries[0].fields == [(b"key", b"k1"), (b"value", b"body"), (b"f", b"1"), (b"g", b"2")]
     assert entries[1].fields == [(b"key", b"k2"), (b"value", b'{"n":1}'), (b"h", b"v")]
@@ -91,18 +78,18 @@ def test_fields_map_to_value_key_and_headers_both_ways(slog):
         add(s, "s", b"\xff", b"x")
 
 
-def test_a_topic_with_partitions_is_not_a_stream(slog):
-    slog.create_topic("wide", partitions=2)
-    s = Streams(slog)
+def test_a_topic_with_partitions_is_not_a_stream(clocked_log):
+    clocked_log.create_topic("wide", partitions=2)
+    s = Streams(clocked_log)
     with pytest.raises(tidelog.WrongType):
         add(s, "wide", b"f", b"v")
     with pytest.raises(tidelog.WrongType):
         s.range("wide", ZERO, MAX_ID)
-    assert slog.describe("wide").records == 0
+    assert clocked_log.describe("wide").records == 0
 
 
-def test_group_leases_never_expire_and_move_by_claim(slog, clock):
-    s = Streams(slog)
+def test_group_leases_never_expire_and_move_by_claim(clocked_log, clock):
+    s = Streams(clocked_log)
     for i in range(3):
         add(s, "s", b"n", str(i).encode())
     s.create_group("s", "g", ZERO)
@@ -129,8 +116,8 @@ def test_group_leases_never_expire_and_move_by_claim(slog, clock):
     assert s.pending_summary("s", "g")[0] == 1
 
 
-def test_consumer_history_cursor_and_lag(slog, clock):
-    s = Streams(slog)
+def test_consumer_history_cursor_and_lag(clocked_log, clock):
+    s = Streams(clocked_log)
     ids = [add(s, "s", b"n", str(i).encode()) for i in range(4)]
     s.create_group("s", "g", None)  # `$`: only what comes next
     assert s.groups("s")[0]["lag"] == 0
@@ -155,11 +142,11 @@ def test_consumer_history_cursor_and_lag(slog, clock):
     assert s.destroy_group("s", "g") is False
 
 
-def test_store_claim_force_and_delivery_count(slog, clock):
-    s = Streams(slog)
+def test_store_claim_force_and_delivery_count(clocked_log, clock):
+    s = Streams(clocked_log)
     add(s, "s", b"n", b"1")
     s.create_group("s", "g", ZERO)
-    st = slog.store
+    st = clocked_log.store
     now = clock.now
     kw = dict(delivered_before=now, delivered=now, deadline=NEVER)
     assert st.queue_claim("g", "s", 0, [1], "c", now, **kw) == []  # not leased yet
@@ -171,8 +158,8 @@ def test_store_claim_force_and_delivery_count(slog, clock):
     assert st.queue_ack_offsets("g", "s", 0, [1]) == 0
 
 
-def test_trim_keeps_offsets_and_drops_leases_on_removed_records(slog):
-    s = Streams(slog)
+def test_trim_keeps_offsets_and_drops_leases_on_removed_records(clocked_log):
+    s = Streams(clocked_log)
     ids = [add(s, "s", b"n", str(i).encode()) for i in range(5)]
     s.create_group("s", "g", ZERO)
     s.read_group("s", "g", "c", 5, noack=False)
@@ -184,23 +171,23 @@ def test_trim_keeps_offsets_and_drops_leases_on_removed_records(slog):
     s.trim("s", maxlen=0)
     assert s.length("s") == 0
     assert add(s, "s", b"n", b"again").seq == 6  # offsets never repeat
-    assert slog.store.read_before("s", 0, 100, 10)[0][0] == 6
+    assert clocked_log.store.read_before("s", 0, 100, 10)[0][0] == 6
 
 
-def test_a_redis_group_is_a_queue_group(slog, clock):
-    s = Streams(slog)
+def test_a_redis_group_is_a_queue_group(clocked_log, clock):
+    s = Streams(clocked_log)
     add(s, "s", b"n", b"1")
     add(s, "s", b"n", b"2")
     s.create_group("s", "g", ZERO)
     s.read_group("s", "g", "c", 1, noack=False)
-    q = slog.queue("s", group="g")
+    q = clocked_log.queue("s", group="g")
     assert q.stats().in_flight == 1
     (d,) = q.receive()
     assert d.offset == 2  # the entry pending with c is not handed out again
 
 
-def test_poll_says_when_a_delayed_record_falls_due(slog, clock):
-    q = slog.queue("jobs")
+def test_poll_says_when_a_delayed_record_falls_due(clocked_log, clock):
+    q = clocked_log.queue("jobs")
     q.send(b"later", delay=5)
     assert q.poll() == ([], clock.now + 5000)
     clock.advance(5)

@@ -432,7 +432,9 @@ class PostgresBase(PartitionIds):
         self, conn: psycopg.Connection, group: str, topic: str, partition: int, pid: int, offset: int
     ) -> None:
         """A commit inside the caller's transaction (a fenced group commit)."""
-        row = conn.execute(_COMMIT, {"grp": group, "pid": pid, "offset": offset}).fetchone()
+        # An offset past bigint is past every end: the statement sees the
+        # largest one (and refuses it), the error names the one asked for.
+        row = conn.execute(_COMMIT, {"grp": group, "pid": pid, "offset": min(offset, MAX_OFFSET)}).fetchone()
         if row is None:
             raise UnknownTopic(f"topic {topic!r} does not exist")
         self._check_offset(topic, partition, offset, row[0])
@@ -455,7 +457,7 @@ class PostgresBase(PartitionIds):
             )
 
     def _set_offset(self, sql: str, group: str, topic: str, partition: int, offset: int) -> None:
-        params = {"grp": group, "offset": offset}
+        params = {"grp": group, "offset": min(offset, MAX_OFFSET)}  # as in _commit_in
         for attempt in (0, 1):
             params["pid"] = self._pid(topic, partition, refresh=attempt == 1)
             with self._conn() as conn:

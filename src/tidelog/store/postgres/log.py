@@ -338,7 +338,7 @@ class PostgresLog(PostgresBase):
         return [(o, ts, stored(v, t), m) for o, ts, v, t, m in rows]
 
     def commit(self, group: str, topic: str, partition: int, offset: int) -> None:
-        params = {"grp": group, "pid": self._pid(topic, partition), "offset": offset}
+        params = {"grp": group, "pid": self._pid(topic, partition), "offset": min(offset, MAX_OFFSET)}
         with self._conn() as conn:
             if conn.execute(_COMMIT_FORWARD, params).rowcount == 1:
                 return

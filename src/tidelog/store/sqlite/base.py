@@ -286,6 +286,8 @@ class SQLiteBase(PartitionIds):
         self, db: sqlite3.Connection, group: str, topic: str, partition: int, pid: int, offset: int
     ) -> None:
         lo = pid << OFFSET_BITS
+        if offset >= OFFSET_SPAN:  # past any partition's end, and past what SQLite's integers hold
+            self._bounds_check(db, topic, partition, pid, offset)
         # Bounds check and monotonic upsert in one statement.
         cur = db.execute(_COMMIT, (lo, pid, group, offset))
         if cur.rowcount == 1:
