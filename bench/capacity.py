@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import tidelog
+from pgschema import postgres_schema  # bench/pgschema.py, beside this script
 
 VALUE = os.urandom(100)
 BATCH = 100
@@ -114,33 +115,11 @@ def store(kind: str, tmp: str) -> Iterator[str | None]:
     if kind == "sqlite":
         yield os.path.join(tmp, f"capacity-{secrets.token_hex(3)}.db")
     elif kind == "postgresql":
-        with postgres_schema(PG_URL) as url:
+        with postgres_schema(PG_URL, "capacity") as url:
             yield url
     else:
         with served(os.path.join(tmp, f"served-{secrets.token_hex(3)}.db")) as url:
             yield url
-
-
-@contextmanager
-def postgres_schema(url: str) -> Iterator[str | None]:
-    try:
-        import psycopg
-        from psycopg import sql
-    except ImportError:
-        yield None
-        return
-    try:
-        admin = psycopg.connect(url, autocommit=True, connect_timeout=3)
-    except psycopg.Error:
-        yield None
-        return
-    name = f"capacity_{secrets.token_hex(4)}"
-    with admin:
-        admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
-        try:
-            yield f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{name}"
-        finally:
-            admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
 
 
 @contextmanager

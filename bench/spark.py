@@ -16,17 +16,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import tidelog
 import tidelog.spark
+from pgschema import postgres_schema  # bench/pgschema.py, beside this script
 
 VALUE = os.urandom(100)
 PARTITIONS = 4
@@ -141,30 +140,6 @@ CONF = {
     "spark.sql.shuffle.partitions": "2",
 }
 PG_URL = os.environ.get("TIDELOG_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-@contextmanager
-def postgres_schema(url: str) -> Iterator[str | None]:
-    """A fresh schema on the server at `url`, or None when it does not answer."""
-    try:
-        import psycopg
-        from psycopg import sql
-    except ImportError:
-        yield None
-        return
-    try:
-        admin = psycopg.connect(url, autocommit=True, connect_timeout=3)
-    except psycopg.Error:
-        yield None
-        return
-    name = f"bench_{secrets.token_hex(4)}"
-    with admin:
-        admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
-        try:
-            sep = "&" if "?" in url else "?"
-            yield f"{url}{sep}options=-csearch_path%3D{name}"
-        finally:
-            admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
 
 
 def start_session(master: str, **conf: str):
