@@ -19,7 +19,6 @@ import argparse
 import multiprocessing as mp
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from contextlib import contextmanager
 
 import tidelog
 from pgschema import postgres_schema  # bench/pgschema.py, beside this script
+from tidelog.server.http.thread import free_port
 
 VALUE = os.urandom(100)
 BATCH = 100
@@ -124,9 +124,7 @@ def store(kind: str, tmp: str) -> Iterator[str | None]:
 
 @contextmanager
 def served(db: str) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     argv = [sys.executable, "-m", "tidelog.cli", "serve", "--db", db, "--port", str(port)]
     argv += ["--resp-port", "0", "--clean-interval", "0", "--log-level", "error"]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -237,13 +237,12 @@ class Jobs:
                     logger.exception("extending a job lease failed")
 
     def _execute(self, d: Delivery) -> None:
-        try:
-            body = d.data
-            name, payload = body["job"], body.get("payload")
-        except (ValueError, TypeError, KeyError):
+        call = job_call(d)
+        if call is None:
             logger.error("not a job record at offset %s; dead-lettering it", d.offset)
             self._settle(d, lambda: self.queue.reject(d, reason="not a job record"))
             return
+        name, payload = call
         handler = self._handlers.get(name)
         if handler is None:
             logger.error("no handler for job %r (offset %s); dead-lettering it", name, d.offset)
@@ -258,7 +257,7 @@ class Jobs:
                 logger.exception(
                     "job %r failed on its last delivery (%s); dead-lettering it", name, d.delivery_count
                 )
-                reason = f"failed: {type(e).__name__}: {e}"
+                reason = failure_reason(e)
                 self._settle(d, lambda: self.queue.reject(self._current(d), reason=reason))
             else:
                 delay = self.retry_delay(d.delivery_count)

@@ -16,18 +16,6 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 
-class Cursor(Protocol):
-    """What the shared statements read from a DB-API cursor (sqlite3 and psycopg alike)."""
-
-    rowcount: int
-
-    def fetchone(self) -> Any: ...
-
-    def fetchall(self) -> list[Any]: ...
-
-    def __iter__(self) -> Any: ...
-
-
 class Connection(Protocol):
     """A connection (or transaction) the shared statements run on."""
 
