@@ -20,8 +20,14 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests bench examples docs/gen_pages.py
 	$(VENV)/bin/mypy  # strict on the core and the stores, checked-untyped elsewhere (pyproject.toml)
 
+# The fronts' tests again against `tidelog serve --workers 2` (tests/workers_server.py).
+FRONT_TESTS := tests/test_http_api.py tests/test_http_groups.py tests/test_http_limits.py \
+	tests/test_http_queues.py tests/test_http_transport.py tests/test_http_v1.py \
+	tests/test_miniqueue.py tests/test_auto_create.py
+
 test: lint
 	$(PY) -m pytest -q
+	TIDELOG_TEST_WORKERS=2 $(PY) -m pytest -q $(FRONT_TESTS)
 
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[bench]'

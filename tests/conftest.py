@@ -7,6 +7,8 @@ import os
 import pytest
 
 CI = bool(os.environ.get("CI"))
+# N > 1: the `serve` fixture runs `tidelog serve --workers N` instead of a thread.
+WORKERS = int(os.environ.get("TIDELOG_TEST_WORKERS") or 1)
 
 
 def need_service(name: str, reason: str) -> None:
@@ -22,6 +24,7 @@ def serve(tmp_path):
     """Start real tidelog servers (granian, free loopback port, a thread) on fresh files.
 
     serve(**options) -> ServerThread; every server started is stopped after the test.
+    With TIDELOG_TEST_WORKERS=N each is `tidelog serve --workers N` instead.
     """
     try:
         from tidelog.server.http.thread import ServerThread
@@ -30,7 +33,13 @@ def serve(tmp_path):
     started = []
 
     def start(target=None, **options):
-        server = ServerThread(target or str(tmp_path / f"served-{len(started)}.db"), **options).start()
+        target = target or str(tmp_path / f"served-{len(started)}.db")
+        if WORKERS > 1:
+            from workers_server import WorkersServer
+
+            server = WorkersServer(target, WORKERS, **options)
+        else:
+            server = ServerThread(target, **options).start()
         started.append(server)
         return server
 

@@ -23,48 +23,14 @@ from typing import Any
 import pytest
 
 from tidelog.server.http.thread import free_port
+from workers_server import port_of, socket_inodes, start, stop, tcp_rows
 
 redis = pytest.importorskip("redis")
 pytest.importorskip("hiredis")
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers share a port on Linux")
 
-START_TIMEOUT_S = 20
 PIN_ATTEMPTS = 64  # connections tried to land one on a given worker (each lands there about half the time)
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as f:
-            found += [int(c) for c in f.read().split()]
-    return found
-
-
-def socket_inodes(pid: int) -> set[str]:
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    return inodes
-
-
-def tcp_rows() -> list[list[str]]:
-    with open("/proc/net/tcp") as f:
-        return [line.split() for line in f.read().splitlines()[1:]]
-
-
-def port_of(address: str) -> int:
-    return int(address.split(":")[1], 16)
-
-
-def listening(worker: int, port: int) -> bool:
-    inodes = socket_inodes(worker)
-    return any(row[3] == "0A" and port_of(row[1]) == port and row[9] in inodes for row in tcp_rows())
 
 
 def serving_worker(workers: list[int], server_port: int, client_port: int) -> int | None:
@@ -129,27 +95,10 @@ def call(conn: http.client.HTTPConnection, method: str, path: str, body: object 
 @pytest.fixture
 def served(tmp_path) -> Iterator[Served]:
     port, resp_port = free_port(), free_port()
-    argv = [sys.executable, "-m", "tidelog.cli", "serve", "--db", str(tmp_path / "t.db"), "--workers", "2"]
-    argv += ["--port", str(port), "--resp-port", str(resp_port), "--clean-interval", "0.2"]
-    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        try:
-            workers = children(proc.pid)
-            # Both workers listening on both ports: else every connection lands on one.
-            assert len(workers) == 2
-            assert all(listening(w, p) for w in workers for p in (port, resp_port))
-            break
-        except (AssertionError, FileNotFoundError):
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail(f"tidelog serve --workers 2 did not start: {proc.stderr.read()[-2000:]}")
-            time.sleep(0.1)
+    argv = ["serve", "--db", str(tmp_path / "t.db"), "--port", str(port), "--resp-port", str(resp_port)]
+    proc, workers, errors = start(argv + ["--clean-interval", "0.2"], 2, [port, resp_port])
     yield Served(proc, port, resp_port, workers)
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-    proc.stderr.close()
+    stop(proc, errors)
 
 
 def test_publishes_through_both_workers_get_dense_offsets_and_wake_the_other(served):
@@ -231,6 +180,58 @@ def test_queue_members_on_both_workers_share_the_records_one_lease_each(served):
     assert got["a"] and got["b"]
 
 
+def test_a_stream_group_member_is_served_whichever_worker_its_request_lands_on(served):
+    # The handle lives in the first worker; the second forwards member routes to it (home.py).
+    a, b = served.http_on(served.workers[0]), served.http_on(served.workers[1])
+    assert call(a, "POST", "/v1/topics", {"name": "orders", "partitions": 2})[0] == 201
+    records = [{"value": i, "partition": i % 2} for i in range(20)]
+    assert call(a, "POST", "/v1/topics/orders/records", {"records": records})[0] in (200, 201)
+    status, joined = call(b, "POST", "/v1/groups/billing/join", {"topics": ["orders"]})
+    assert status == 200 and sorted(map(tuple, joined["assignment"])) == [("orders", 0), ("orders", 1)]
+    member = joined["member_id"]
+    got: list[int] = []
+    for i in range(8):  # alternating workers: the positions move on across both
+        status, polled = call(
+            (a, b)[i % 2], "POST", "/v1/groups/billing/poll", {"member_id": member, "max_messages": 3}
+        )
+        assert status == 200 and polled["generation"] == joined["generation"]
+        got += [r["value"] for r in polled["records"]]
+    assert sorted(got) == list(range(20))  # every record once: no poll started over
+    assert call(b, "POST", "/v1/groups/billing/commit", {"member_id": member})[0] == 200
+    status, offsets = call(a, "GET", "/v1/groups/billing/offsets")
+    assert status == 200 and sorted(o["committed"] for o in offsets["offsets"]) == [10, 10]
+    assert call(a, "POST", "/v1/groups/billing/heartbeat", {"member_id": member})[0] == 200
+    assert call(b, "POST", "/v1/groups/billing/leave", {"member_id": member}) == (
+        200,
+        {"group": "billing", "member_id": member, "left": True},
+    )
+    # Gone from the home, whichever worker asks.
+    for conn in (a, b):
+        status, answer = call(conn, "POST", "/v1/groups/billing/poll", {"member_id": member})
+        assert status == 409 and answer["error"]["code"] == "stale_generation"
+    # A bad body is refused by the home as by a lone server, through either worker.
+    for conn in (a, b):
+        status, answer = call(conn, "POST", "/v1/groups/billing/join", {"topics": []})
+        assert status == 400 and answer["error"]["code"] == "invalid_request"
+
+
+def test_metrics_count_every_workers_requests_whichever_answers_the_scrape(served):
+    a, b = served.http_on(served.workers[0]), served.http_on(served.workers[1])
+    for conn, n in ((a, 3), (b, 4)):
+        for _ in range(n):
+            assert call(conn, "POST", "/publish/counted", b"x")[0] == 201
+
+    def appended(conn: http.client.HTTPConnection) -> float:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+        line = next(
+            x for x in text.splitlines() if x.startswith('tidelog_records_appended_total{topic="counted"}')
+        )
+        return float(line.split()[-1])
+
+    assert appended(a) == appended(b) == 7
+
+
 def test_xread_on_one_worker_wakes_on_xadd_through_the_other(served):
     reader, writer = served.redis_on(served.workers[0]), served.redis_on(served.workers[1])
     first = writer.xadd("events", {"value": "one"})
@@ -256,3 +257,26 @@ def test_workers_need_a_store_they_can_share(tmp_path):
     done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     assert done.returncode == 1
     assert "several workers need a store they can share" in done.stderr
+
+
+def test_the_workers_stop_when_the_supervisor_is_killed(served):
+    served.proc.kill()  # SIGKILL: no handler runs, the workers hear of it from the kernel
+    served.proc.wait()
+    deadline = time.monotonic() + 15
+    while any(os.path.exists(f"/proc/{w}") and not zombie(w) for w in served.workers):
+        assert time.monotonic() < deadline, "a worker kept running after its supervisor died"
+        time.sleep(0.05)
+
+
+def zombie(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.mark.parametrize("size", ["0", "-5", "12parsecs"])
+def test_a_body_limit_that_is_no_size_is_refused(tmp_path, size):
+    argv = [sys.executable, "-m", "tidelog.cli", "serve", "--db", str(tmp_path / "t.db"), "--max-body", size]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2
+    assert "Invalid value for '--max-body'" in done.stderr
+    assert not (tmp_path / "t.db").exists()

@@ -5,9 +5,21 @@ from __future__ import annotations
 
 import click
 
+from tidelog.config import parse_size_bytes
+from tidelog.errors import InvalidRequest
 from tidelog.logs import LOG_FORMATS, LOG_LEVELS, log_to_stderr
 
 from .context import Session, common_options, pass_session, topic_policy_options
+
+
+def _body_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
+    try:
+        size = parse_size_bytes("--max-body", value)
+    except InvalidRequest as e:
+        raise click.BadParameter(str(e)) from None
+    if size < 1:
+        raise click.BadParameter(f"must be at least 1 byte, got {value!r}")
+    return size
 
 
 @click.command()
@@ -64,12 +76,20 @@ from .context import Session, common_options, pass_session, topic_policy_options
 )
 @click.option("--access-log", is_flag=True, help="Also log every HTTP request.")
 @click.option(
+    "--max-body",
+    default="8MiB",
+    show_default=True,
+    metavar="SIZE",
+    callback=_body_size,
+    help="The largest request body served (413 above it): 8MiB, 64KiB, or bytes.",
+)
+@click.option(
     "--workers",
     type=click.IntRange(0, 256),
-    default=1,
-    show_default=True,
-    help="Server processes sharing the port and the store (Linux); 0: one a core. Stream-group"
-    " members over HTTP (/v1/groups) need 1: a member's handle lives in one process.",
+    default=0,
+    help="Server processes sharing the port and the store (Linux). Default: one a core (one for"
+    " :memory: or --port 0). Stream-group members over HTTP are served by the first; the others"
+    " forward their routes to it.",
 )
 @common_options
 @topic_policy_options
@@ -87,6 +107,7 @@ def serve(
     log_level: str,
     log_format: str,
     access_log: bool,
+    max_body: int,
     workers: int,
 ) -> None:
     """Serve the log over HTTP (and the Redis protocol) until interrupted."""
@@ -130,6 +151,7 @@ def serve(
             default_partitions=session.default_partitions,
             log_level=log_level,
             log_access=access_log,
+            max_body=max_body,
             workers=workers,
         )
     except OSError as e:  # a port in use

@@ -10,6 +10,10 @@ Needs the server extra: pip install 'tidelog[server]'.
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+import tempfile
 from typing import Any
 
 from ..errors import ConfigurationError
@@ -48,10 +52,31 @@ def serve(
     **kw: Any,
 ) -> None:
     """Serve the log at `url` (blocking) until SIGINT or SIGTERM; see `tidelog.server.http.run.serve`."""
-    _need_extra()
-    from .http.run import serve as _serve
+    shared = _shared_metrics() if kw.get("workers", 1) > 1 else None
+    try:
+        _need_extra()
+        from .http.run import serve as _serve
 
-    _serve(url, host, port, token, tls_cert, tls_key, max_body, **kw)
+        _serve(url, host, port, token, tls_cert, tls_key, max_body, **kw)
+    finally:
+        if shared:
+            os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+            shutil.rmtree(shared, ignore_errors=True)
+
+
+def _shared_metrics() -> str | None:
+    """Several server processes count into one place, so /metrics sums them.
+
+    prometheus_client's multiprocess mode (each process's counters in files
+    of one directory) is chosen when the library is first imported, so the
+    directory is named before that. Returns it, for removal at the end; None
+    when the library was already loaded (each process then counts its own).
+    """
+    if "prometheus_client" in sys.modules or os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return None
+    path = tempfile.mkdtemp(prefix="tidelog-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    return path
 
 
 def __getattr__(name: str) -> Any:

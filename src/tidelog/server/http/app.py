@@ -14,6 +14,7 @@ from . import compat, console, duplex, members, operate, ops, queues, retention,
 from .auth import BearerAuth
 from .context import DEFAULT_CLEAN_INTERVAL_S, DEFAULT_MAX_BODY, MAX_WAIT_S, Context, Settings
 from .errors import HANDLERS
+from .home import MemberHome
 from .hot import HotPublish
 from .metrics import MetricsMiddleware
 
@@ -33,6 +34,7 @@ def create_app(
     default_partitions: int | None = None,
     txn_window: int | str | None = "7d",
     lean_routes: bool = True,
+    member_home: str | None = None,
 ) -> Starlette:
     """An ASGI app serving `log_or_url` (a Log, or a store URL the app opens and closes).
 
@@ -48,7 +50,8 @@ def create_app(
     log every `console_interval` seconds and keep `console_window` seconds
     (0: no sampling, no charts). `lean_routes` (on) serves the common case
     of POST /publish/{topic} without the framework (see hot.py); the same
-    answers either way.
+    answers either way. `member_home`, the Unix socket of another server
+    process, forwards the stream-group member routes there (see home.py).
     """
     from ... import open as open_log
 
@@ -103,6 +106,8 @@ def create_app(
         middleware.insert(0, Middleware(HotPublish, ctx=ctx, token=token))
     if token:
         middleware.append(Middleware(BearerAuth, token=token))
+    if member_home:  # last: only an authenticated request is forwarded
+        middleware.append(Middleware(MemberHome, socket_path=member_home))
     app = Starlette(
         routes=[
             *ops.routes,

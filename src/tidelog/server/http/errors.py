@@ -35,6 +35,12 @@ class Unauthorized(TidelogError):
     code = "unauthorized"
 
 
+class Unavailable(TidelogError):
+    """Another server process this request needs did not answer (home.py)."""
+
+    code = "unavailable"
+
+
 class BodyTooLarge(MessageTooLarge):
     code = "body_too_large"
 
@@ -54,6 +60,7 @@ STATUS: dict[type[BaseException], int] = {
     Conflict: 409,
     GroupError: 409,
     Closed: 503,
+    Unavailable: 503,
     StoreFull: 507,  # Insufficient Storage: the write may succeed once space is freed
     StoreError: 503,
     ConfigurationError: 500,

@@ -2,15 +2,18 @@
 group lag, members and owners, partition sizes and the last cleaning's figures.
 
 Each app has its own registry, so several servers in one process (tests)
-keep separate counts.
+keep separate counts. Under `--workers N` the counters are prometheus_client's
+multiprocess values (PROMETHEUS_MULTIPROC_DIR, set before the workers start),
+so a scrape that lands on any worker sums every worker's counts.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, multiprocess
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -161,9 +164,14 @@ class Metrics:
             qg,
             registry=r,
         )
-        r.register(GroupLagCollector(log))
-        r.register(TopicCollector(log))
-        r.register(QueueCollector(log))
+        # What a scrape reads: this registry, or every process's counters
+        # (read from their files) when several share the port.
+        self.exposed = r
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            self.exposed = CollectorRegistry()
+            multiprocess.MultiProcessCollector(self.exposed)
+        for collector in (GroupLagCollector(log), TopicCollector(log), QueueCollector(log)):
+            self.exposed.register(collector)
 
     def written(self, sent: list[BatchSent]) -> None:
         self.commits.inc()

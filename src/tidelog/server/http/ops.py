@@ -60,7 +60,7 @@ async def healthz(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     ctx = ctx_of(request)
-    body = await ctx.run(generate_latest, ctx.metrics.registry)
+    body = await ctx.run(generate_latest, ctx.metrics.exposed)
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 

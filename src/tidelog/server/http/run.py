@@ -13,7 +13,9 @@ import asyncio
 import gc
 import logging
 import os
+import shutil
 import signal
+import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -23,6 +25,7 @@ from ...errors import ConfigurationError
 from ...log import Log
 from .app import create_app
 from .context import DEFAULT_CLEAN_INTERVAL_S, DEFAULT_MAX_BODY
+from .home import without_lifespan
 from .workers import run_workers, supports_workers
 
 # Container allocations between young-generation collections in the server
@@ -158,6 +161,11 @@ def serve(
         open_log(url).close()
         clean_interval = kw.pop("clean_interval", DEFAULT_CLEAN_INTERVAL_S)
 
+        # The first worker is the home of stream-group members over HTTP
+        # (home.py); the others reach it on a socket in a private directory.
+        home_dir = tempfile.mkdtemp(prefix="tidelog-serve-")
+        home = os.path.join(home_dir, "members.sock")
+
         def worker(index: int) -> None:
             _serve_process(
                 url,
@@ -170,12 +178,16 @@ def serve(
                 resp_port,
                 tune_gc_after_start,
                 worker=index,
+                home=home,
                 # One cleaner for the store, not one a process.
                 clean_interval=clean_interval if index == 0 else 0,
                 **kw,
             )
 
-        run_workers(workers, worker)
+        try:
+            run_workers(workers, worker)
+        finally:
+            shutil.rmtree(home_dir, ignore_errors=True)
         return
     _serve_process(url, host, port, token, tls_cert, tls_key, max_body, resp_port, tune_gc_after_start, **kw)
 
@@ -191,11 +203,13 @@ def _serve_process(
     resp_port: int,
     tune_gc_after_start: bool,
     worker: int | None = None,
+    home: str | None = None,
     **kw: Any,
 ) -> None:
     """One server process: the app on granian (and the Redis front) until a signal.
 
     `worker`: this process's index among several on the port (None: alone).
+    `home`: the Unix socket where the first of them serves member routes.
     """
     app_options = (
         "max_wait",
@@ -207,8 +221,12 @@ def _serve_process(
         "lean_routes",
     )
     app_kw = {k: kw.pop(k) for k in app_options if k in kw}
-    app = create_app(url, token, max_body=max_body, **app_kw)
+    is_home = home is not None and worker == 0
+    app = create_app(url, token, max_body=max_body, member_home=None if is_home else home, **app_kw)
     server = build_server(app, host, port, tls_cert, tls_key, **kw)
+    home_server = None
+    if is_home and home is not None:  # it also listens on its socket, with the same app (and token)
+        home_server = build_server(without_lifespan(app), host, 0, None, None, uds=Path(home), **kw)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -228,6 +246,8 @@ def _serve_process(
 
                 await stop_resp_server(resp)
             stop_server(app, server)
+            if home_server is not None:
+                home_server.stop()
 
         def on_signal() -> None:
             if not stopping:
@@ -254,7 +274,10 @@ def _serve_process(
         say("ready: stop with Ctrl-C (SIGINT) or SIGTERM")
         if tune_gc_after_start:
             tune_gc()
-        await server.serve()
+        if home_server is None:
+            await server.serve()
+        else:
+            await asyncio.gather(server.serve(), home_server.serve())
 
     log = logging.getLogger("tidelog.server")
     # Among several workers the first speaks for all: one banner, not N.

@@ -17,6 +17,7 @@ supervisor then raises.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import multiprocessing
 import os
@@ -27,6 +28,8 @@ from multiprocessing.connection import wait
 from types import FrameType
 
 log = logging.getLogger("tidelog.server")
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def default_workers() -> int:
@@ -41,11 +44,24 @@ def supports_workers() -> bool:
     return sys.platform.startswith("linux")
 
 
-def _run_child(target: Callable[[int], None], index: int) -> None:
+def _die_with(parent: int) -> None:
+    """Be sent SIGTERM when the supervisor dies, even by SIGKILL (Linux's
+    PR_SET_PDEATHSIG): else its workers would keep serving the port."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before the request was made
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _run_child(target: Callable[[int], None], index: int, parent: int) -> None:
     # The supervisor's handlers came along with the fork: the worker's own
     # event loop installs its handlers; until then a signal ends it.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with(parent)
     target(index)
 
 
@@ -60,7 +76,9 @@ def run_workers(count: int, target: Callable[[int], None]) -> None:
     """
     context = multiprocessing.get_context("fork")
     procs = [
-        context.Process(target=_run_child, args=(target, i), name=f"tidelog-worker-{i}", daemon=False)
+        context.Process(
+            target=_run_child, args=(target, i, os.getpid()), name=f"tidelog-worker-{i}", daemon=False
+        )
         for i in range(count)
     ]
     stopping = False
