@@ -73,9 +73,20 @@ class Pull(asyncio.Protocol):
             self.done.set_exception(ConnectionError(f"the server closed a long-poll: {exc!r}"))
 
 
-def start_server(src: str, store: str, port: int) -> subprocess.Popen:
+def start_server(src: str, store: str, port: int, workers: int) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.path.abspath(src)}
-    cmd = [sys.executable, "-m", "tidelog", "serve", "--db", store, "--port", str(port)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tidelog",
+        "serve",
+        "--db",
+        store,
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+    ]
     cmd += ["--resp-port", "0", "--clean-interval", "0", "--log-level", "error"]
     proc = subprocess.Popen(cmd, env=env)
     deadline = time.monotonic() + 20
@@ -90,6 +101,17 @@ def start_server(src: str, store: str, port: int) -> subprocess.Popen:
 
 
 PROFILE: dict[str, object] = {}  # set by --profile: the server's pid and where py-spy writes
+SERVER: dict[str, int] = {}  # the running server's pid
+CPU_MS: list[float] = []  # the server's CPU time over each wake-up (publish to the last answer)
+
+
+def cpu_ns(pid: int) -> int:
+    """CPU time of every thread of a process so far, in ns (Linux's schedstat)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+            total += int(f.read().split()[0])
+    return total
 
 
 async def settle(http: httpx.AsyncClient, groups: list[str]) -> None:
@@ -146,8 +168,10 @@ async def round_raw(port: int, waiters: int, tag: str) -> list[float]:
             await settle(http, groups)
             if any(a.done() for a in answers):
                 raise SystemExit("a long-poll answered before the publish")
+            before = cpu_ns(SERVER["pid"])
             sent, record = await publish(http, tag)
         results = await asyncio.gather(*answers)
+        CPU_MS.append((cpu_ns(SERVER["pid"]) - before) / 1e6)
     finally:
         for t in transports:
             t.close()
@@ -178,8 +202,10 @@ async def round_httpx(port: int, waiters: int, tag: str, shared: bool) -> list[f
             await settle(http, groups)
             if any(t.done() for t in tasks):
                 raise SystemExit("a long-poll answered before the publish")
-            sent, record = await publish(http, tag)
+            before = cpu_ns(SERVER["pid"])
+        sent, record = await publish(http, tag)
         results = await asyncio.gather(*tasks)
+        CPU_MS.append((cpu_ns(SERVER["pid"]) - before) / 1e6)
     finally:
         for c in clients:
             await c.aclose()
@@ -192,21 +218,26 @@ def percentile(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
 
 
+Round = tuple[list[float], float]  # answer times (ms after the publish), server CPU ms over the wake-up
+
+
 def measure_all(
     sources: list[str], rounds: int, store_of: Callable[[int], str], measure: Any, args: Any
-) -> dict[str, list[list[float]]]:
+) -> dict[str, list[Round]]:
     """Each source's rounds, alternately, so noise on the shared machine falls on both."""
-    runs: dict[str, list[list[float]]] = {s: [] for s in sources}
+    runs: dict[str, list[Round]] = {s: [] for s in sources}
     for n in range(rounds):
         for i, src in enumerate(sources):
             port = free_port()
-            proc = start_server(src, store_of(i), port)
+            proc = start_server(src, store_of(i), port, args.workers)
+            SERVER["pid"] = proc.pid
             if args.profile:
                 PROFILE.update(dir=args.profile, pid=proc.pid)
             try:
                 tag = f"fanout{os.getpid()}-{n}-{i}"  # the topic, and its groups' prefix
                 httpx.post(f"http://127.0.0.1:{port}/api/topics", json={"name": tag}).raise_for_status()
-                runs[src].append(asyncio.run(measure(port, args.waiters, tag)))
+                answers = asyncio.run(measure(port, args.waiters, tag))
+                runs[src].append((answers, CPU_MS.pop()))
             finally:
                 spy = PROFILE.pop("spy", None)
                 if isinstance(spy, subprocess.Popen):
@@ -221,6 +252,9 @@ def main() -> None:
     parser.add_argument("--waiters", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--src", default="src", help="source trees to serve from, comma-separated")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="server processes (the CPU figure is the first's)"
+    )
     parser.add_argument("--url", help="store URL (default: a new SQLite file per server)")
     parser.add_argument("--profile", metavar="DIR", help="py-spy the server over the wake-up (raw stacks)")
     parser.add_argument("--client", choices=["raw", "httpx", "httpx-pool"], default="raw")
@@ -244,12 +278,21 @@ def main() -> None:
         f"{args.waiters} long-polls (/api pull, one group each, {args.client} client) woken by one publish; "
         f"store {'--url' if args.url else 'SQLite file'}; load average {load[0]:.2f} at start"
     )
-    print(f"{'source':32} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}   (best of {args.rounds} rounds by p99)")
+    print(
+        f"{'source':32} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'CPU ms':>8}   "
+        f"(best of {args.rounds} rounds by p99; CPU: the server's, publish to last answer)"
+    )
     for src, rounds in runs.items():
-        best = min(rounds, key=lambda r: percentile(r, 99))
-        print(f"{src:32} {percentile(best, 50):>8.1f} {percentile(best, 99):>8.1f} {max(best):>8.1f}")
-        for r in rounds:
-            print(f"{'  round':32} {percentile(r, 50):>8.1f} {percentile(r, 99):>8.1f} {max(r):>8.1f}")
+        answers, cpu = min(rounds, key=lambda r: percentile(r[0], 99))
+        print(
+            f"{src:32} {percentile(answers, 50):>8.1f} {percentile(answers, 99):>8.1f} {max(answers):>8.1f} "
+            f"{cpu:>8.1f}"
+        )
+        for answers, cpu in rounds:
+            print(
+                f"{'  round':32} {percentile(answers, 50):>8.1f} {percentile(answers, 99):>8.1f} "
+                f"{max(answers):>8.1f} {cpu:>8.1f}"
+            )
 
 
 if __name__ == "__main__":
