@@ -203,7 +203,7 @@ async def round_httpx(port: int, waiters: int, tag: str, shared: bool) -> list[f
             if any(t.done() for t in tasks):
                 raise SystemExit("a long-poll answered before the publish")
             before = cpu_ns(SERVER["pid"])
-        sent, record = await publish(http, tag)
+            sent, record = await publish(http, tag)
         results = await asyncio.gather(*tasks)
         CPU_MS.append((cpu_ns(SERVER["pid"]) - before) / 1e6)
     finally:
