@@ -253,7 +253,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--src", default="src", help="source trees to serve from, comma-separated")
     parser.add_argument(
-        "--workers", type=int, default=1, help="server processes (the CPU figure is the first's)"
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes (the CPU column counts only a single one: 0 when several)",
     )
     parser.add_argument("--url", help="store URL (default: a new SQLite file per server)")
     parser.add_argument("--profile", metavar="DIR", help="py-spy the server over the wake-up (raw stacks)")
