@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
@@ -174,3 +175,73 @@ def test_api_refuses_a_topic_of_several_partitions_instead_of_reading_one(server
         assert "4 partitions" in r.text and "/v1/groups/{group}/topics/spread/records" in r.text
     assert http.get("/v1/topics/spread").json()["records"] == 11
     assert "analytics" not in http.get("/v1/groups").json()["groups"]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request, tmp_path):
+    if request.param == "sqlite":
+        yield str(tmp_path / "fanout.db")
+        return
+    from pgschema import postgres_schema
+
+    with postgres_schema() as url:
+        yield url
+
+
+def test_one_publish_answers_every_waiting_pull_once(serve, store_url):
+    """Many long-polls, one group each, woken by one publish: each gets the record
+    once, at its own group's offset, and a pull still commits nothing. (The woken
+    reads run together, in a few hops: more waiters here than one hop takes.)"""
+    server = serve(store_url)
+    waiters = 150
+    with httpx.Client(base_url=server.url) as http:
+        for name in ("fan", "other"):
+            http.post("/api/topics", json={"name": name}).raise_for_status()
+
+    async def pull(client: httpx.AsyncClient, topic: str, group: str, batch: int = 1, wait: int = 10) -> dict:
+        params = {"group": group, "batch": batch, "wait": wait}
+        r = await client.get(f"/api/topics/{topic}/pull", params=params)
+        r.raise_for_status()
+        return r.json()
+
+    async def woken_by(client: httpx.AsyncClient, groups: list[str], publish) -> list[dict]:
+        polls = [asyncio.create_task(pull(client, "fan", g, batch=1 + i % 3)) for i, g in enumerate(groups)]
+        await asyncio.sleep(0.5)  # the long-polls are waiting (one that is not finds the records at once)
+        assert not any(p.done() for p in polls)
+        (await publish()).raise_for_status()
+        return await asyncio.gather(*polls)
+
+    def ids(answer: dict) -> list[int]:
+        return [m["id"] for m in answer["messages"]]
+
+    async def flow() -> None:
+        limits = httpx.Limits(max_connections=waiters + 10)
+        async with httpx.AsyncClient(base_url=server.url, timeout=30, limits=limits) as client:
+            elsewhere = asyncio.create_task(pull(client, "other", "g0", wait=30))
+            groups = [f"g{i}" for i in range(waiters)]
+            # Three records in one write: each waiter gets as many as its batch asks for.
+            three = {"records": [{"value": n} for n in (1, 2, 3)]}
+            first = await woken_by(client, groups, lambda: client.post("/v1/topics/fan/records", json=three))
+            assert [ids(r) for r in first] == [list(range(1, 2 + i % 3)) for i in range(waiters)]
+            assert [m["payload"] for m in first[2]["messages"]] == [1, 2, 3]
+            assert all(r["lastAckedId"] == 0 for r in first)
+            # Nothing was committed: every group finds the same records again.
+            again = await asyncio.gather(*(pull(client, "fan", g, batch=5, wait=0) for g in groups))
+            assert all(ids(r) == [1, 2, 3] and r["lastAckedId"] == 0 for r in again)
+            # Half the groups ack them and wait for the next: each gets record 4 once, after its offset.
+            acked = groups[::2]
+            for g in acked:
+                r = await client.post("/api/topics/fan/ack", json={"group": g, "lastAckedId": 3})
+                assert r.json()["lastAckedId"] == 3
+            second = await woken_by(
+                client, acked, lambda: client.post("/api/topics/fan/publish", json={"payload": {"n": 4}})
+            )
+            assert all([(m["id"], m["payload"]) for m in r["messages"]] == [(4, {"n": 4})] for r in second)
+            assert all(r["lastAckedId"] == 3 for r in second)
+            rest = await asyncio.gather(*(pull(client, "fan", g, batch=5, wait=0) for g in groups[1::2]))
+            assert all(ids(r) == [1, 2, 3, 4] and r["lastAckedId"] == 0 for r in rest)
+            # A waiter on another topic slept through both publishes (or timed out with nothing).
+            assert not elsewhere.done() or elsewhere.result()["messages"] == []
+            elsewhere.cancel()
+
+    asyncio.run(flow())

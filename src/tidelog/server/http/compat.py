@@ -116,7 +116,7 @@ async def pull(request: Request) -> Response:
         return committed, ctx.log.read(topic, 0, committed, batch)
 
     committed, msgs = await along_poll(
-        lambda: ctx.run(read),
+        lambda: ctx.read(read),
         wait,
         lambda: ctx.hub.seq,
         lambda seq, left: ctx.hub.wait([(topic, 0)], seq, left),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,6 +26,11 @@ DEFAULT_MAX_BODY = 8 << 20
 MAX_WAIT_S = 30.0
 DEFAULT_CLEAN_INTERVAL_S = 60.0
 READ_THREADS = 4
+# A turn's reads go to the pool in up to READ_THREADS hops of at least this
+# many calls: one hop for a few, parallel hops (PostgreSQL round trips
+# overlap) when hundreds of long-polls wake at once.
+READS_A_HOP = 64
+HAND_BACK_S = 0.002  # a hop hands its finished reads back to the loop at least this often
 _CACHE_LIMIT = 10_000
 
 
@@ -48,6 +54,7 @@ class Context:
         # Store reads block: they run here, each thread with its own SQLite
         # reader connection.
         self.pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="tidelog-read")
+        self._reads: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
         self._producers: dict[str | None, Producer] = {}
         self._groups: set[str] = set()
         self._queues: dict[tuple[str, str], Queue] = {}
@@ -81,11 +88,39 @@ class Context:
         call = functools.partial(fn, *args, **kwargs) if kwargs else (lambda: fn(*args))
         return await asyncio.get_running_loop().run_in_executor(self.pool, call)
 
+    async def read(self, fn: Callable[[], T]) -> T:
+        """`run` for a blocking store read, with the other reads of this loop turn.
+
+        One append wakes every long-poll waiting on its partition in one
+        turn of the loop; each then reads again. Run one by one, 500 woken
+        pulls were 500 hand-offs to the pool and back, each thread fighting
+        the loop for the GIL (issue 15's fan-out profile). Here the reads a
+        turn starts are queued and run together, in order, in a few hops;
+        each call still runs alone and gets its own result or exception.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        if not self._reads:
+            loop.call_soon(self._start_reads)
+        self._reads.append((fn, future))
+        return await future
+
+    def _start_reads(self) -> None:
+        reads, self._reads = self._reads, []
+        loop = asyncio.get_running_loop()
+        hops = max(1, min(READ_THREADS, len(reads) // READS_A_HOP))
+        size = -(-len(reads) // hops)
+        for i in range(0, len(reads), size):
+            try:
+                self.pool.submit(_run_reads, loop, reads[i : i + size])
+            except RuntimeError as e:  # the pool is shut down: the server is stopping
+                _settle([(future, None, e) for _, future in reads[i : i + size]])
+
     async def long_poll(self, keys: list[tuple[str, int]], wait: float, read: Callable[[], T]) -> T:
         """Call `read` (blocking, on a thread) until it finds records or `wait` passes;
         wakes on an append to one of `keys`."""
         return await along_poll(
-            lambda: self.run(read),
+            lambda: self.read(read),
             wait,
             lambda: self.hub.seq,
             lambda seq, left: self.hub.wait(keys, seq, left),
@@ -136,3 +171,41 @@ class Context:
         """Drop cached handles on a deleted topic (a new topic of that name starts afresh)."""
         for key in [k for k in self._queues if k[0] == topic]:
             del self._queues[key]
+
+
+def _run_reads(
+    loop: asyncio.AbstractEventLoop, reads: list[tuple[Callable[[], Any], asyncio.Future[Any]]]
+) -> None:
+    """On a pool thread: run each read; hand the outcomes back every few
+    milliseconds, so a read answers soon after it ran, not after the last."""
+    outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+    since = time.monotonic()
+    for fn, future in reads:
+        try:
+            outcomes.append((future, fn(), None))
+        except BaseException as e:  # the caller's to raise, as `run` would
+            outcomes.append((future, None, e))
+        if time.monotonic() - since >= HAND_BACK_S:
+            _hand_back(loop, outcomes)
+            outcomes, since = [], time.monotonic()
+    if outcomes:
+        _hand_back(loop, outcomes)
+
+
+def _hand_back(
+    loop: asyncio.AbstractEventLoop, outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]
+) -> None:
+    try:
+        loop.call_soon_threadsafe(_settle, outcomes)
+    except RuntimeError:  # the loop closed under us: nobody is waiting
+        pass
+
+
+def _settle(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    for future, result, error in outcomes:
+        if future.done():  # the request went away (a client hung up: its task was cancelled)
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)

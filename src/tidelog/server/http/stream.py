@@ -59,7 +59,7 @@ async def stream(request: Request) -> Response:
         yield f": {topic} for group {group}\n\n".encode()
         while not ctx.hub.closed:
             seq = ctx.hub.seq
-            found = await ctx.run(read)
+            found = await ctx.read(read)
             if not found:
                 if not await ctx.hub.wait(keys, seq, ctx.settings.keepalive):
                     yield b": keepalive\n\n"
