@@ -42,6 +42,7 @@ from .store.base import (
     ACK,
     EXTEND,
     RELEASE,
+    RETURN,
     AppendBatch,
     Leased,
     NamedConsumers,
@@ -527,8 +528,10 @@ class Queue:
         """Settle many deliveries in one store transaction.
 
         Each item is `(command, delivery, seconds)`: "ack", "nack" (front),
-        "back", "delay" (`seconds` from now) or "extend" (to `seconds` from
-        now); `seconds` is None for the first three. Returns one result an
+        "back", "delay" (`seconds` from now), "extend" (to `seconds` from
+        now) or "return" (front, and this delivery does not count toward
+        max deliveries: for a front that leased a record ahead and never
+        handed it out); `seconds` is None but for delay and extend. Returns one result an
         item, in order: None when it was settled, the new `Delivery` for an
         extend, or the `LeaseLost` the single call would have raised (one
         lost lease does not stop the others). Bad input raises
@@ -543,11 +546,13 @@ class Queue:
                 raise InvalidRequest(f"each settlement is (command, delivery, seconds), not {item!r}")
             command, d, seconds = item
             self._check(d)
-            if command in ("ack", "nack", "back"):
+            if command in ("ack", "nack", "back", "return"):
                 if seconds is not None:
                     raise InvalidRequest(f"{command} takes no seconds, got {seconds!r}")
                 if command == "ack":
                     settles.append(Settle(ACK, d.partition, d.offset, d.receipt))
+                elif command == "return":
+                    settles.append(Settle(RETURN, d.partition, d.offset, d.receipt))
                 else:
                     back = command == "back"
                     settles.append(
@@ -561,7 +566,7 @@ class Queue:
                 settles.append(Settle(EXTEND, d.partition, d.offset, d.receipt, deadline))
             else:
                 raise InvalidRequest(
-                    f"unknown settle command {command!r}: use ack, nack, back, delay or extend"
+                    f"unknown settle command {command!r}: use ack, nack, back, delay, extend or return"
                 )
         if not settles:
             return []

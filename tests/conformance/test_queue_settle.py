@@ -75,6 +75,26 @@ def test_settle_many_mixes_commands(clocked_log, clock):
     assert [x.value for x in q.receive(max_messages=10)] == [b"d"]
 
 
+def test_return_puts_a_lease_back_at_the_front_without_counting_it(store, clocked_log, clock):
+    if store.name == "http":
+        pytest.skip("the HTTP routes have no return: the http:// store sends it as a nack, counted")
+    q = clocked_log.queue("jobs", visibility_timeout=300, max_deliveries=2)
+    q.send_batch([b"a", b"b", b"c"])
+    a, b = q.receive(max_messages=2)
+    # A front leased b ahead and never handed it out, as many times as it likes.
+    for _ in range(3):
+        assert q.settle_many([("return", b, None)]) == [None]
+        (b,) = q.receive()
+        assert (b.value, b.delivery_count) == (b"b", 1)
+    assert q.settle_many([("nack", a, None), ("return", b, None)]) == [None, None]
+    got = q.receive(max_messages=3)
+    # both at the front, by offset; a counted, b not; nothing dead-lettered
+    assert [(d.value, d.delivery_count) for d in got] == [(b"a", 2), (b"b", 1), (b"c", 1)]
+    assert q.stats().dead_lettered == 0
+    lost = q.settle_many([("return", got[1], None), ("return", got[1], None)])
+    assert lost[0] is None and isinstance(lost[1], tidelog.LeaseLost)  # the receipt went with it
+
+
 @pytest.mark.parametrize(
     "call",
     [
@@ -86,6 +106,7 @@ def test_settle_many_mixes_commands(clocked_log, clock):
         lambda q, ds: q.settle_many([("ack", ds[0], None), ("finish", ds[1], None)]),
         lambda q, ds: q.settle_many([("ack", ds[0], 5)]),
         lambda q, ds: q.settle_many([("ack", ds[0])]),
+        lambda q, ds: q.settle_many([("ack", ds[0], None), ("return", ds[1], 5)]),
     ],
 )
 def test_bad_input_settles_nothing(clocked_log, clock, call):

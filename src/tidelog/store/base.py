@@ -75,12 +75,16 @@ class Leased(NamedTuple):
 ACK = "ack"
 EXTEND = "extend"
 RELEASE = "release"
+# A lease that never reached a member (a front leased it ahead and the
+# client left or answered so that another record must come first): back to
+# the front, and its delivery does not count toward max deliveries.
+RETURN = "return"
 
 
 class Settle(NamedTuple):
     """One lease to settle in `QueueStore.queue_settle`."""
 
-    action: str  # ACK, EXTEND or RELEASE
+    action: str  # ACK, EXTEND, RELEASE or RETURN
     partition: int
     offset: int
     receipt: str

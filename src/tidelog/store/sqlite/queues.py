@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...errors import LeaseLost, UnknownGroup, UnknownTopic
-from ..base import ACK, EXTEND, RELEASE, AppendBatch, Leased, QueueStats, Settle
+from ..base import ACK, EXTEND, RELEASE, RETURN, AppendBatch, Leased, QueueStats, Settle
 from ..leasing import HeldKeys, Picking, to_park
 from .base import SQLiteBase
 
@@ -331,6 +331,12 @@ class SQLiteQueues(SQLiteBase):
                         "UPDATE queue_state SET due = ? "
                         "WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?",
                         (s.time, *key),
+                    )
+                elif s.action == RETURN:
+                    cur = db.execute(
+                        "UPDATE queue_state SET due = 0, receipt = NULL, seq = 0, deliveries = deliveries - 1 "
+                        "WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?",
+                        key,
                     )
                 elif s.behind:
                     # Behind every record of the group due at that time: one
