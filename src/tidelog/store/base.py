@@ -640,6 +640,32 @@ class Watchable(Protocol):
 
 
 @runtime_checkable
+class SettlesAndReceives(Protocol):
+    """A queue store that settles leases and leases more in one transaction
+    (a front that answers many subscribers a round: one commit, not two)."""
+
+    def queue_settle_receive(
+        self,
+        group: str,
+        topic: str,
+        settles: Sequence[Settle],
+        now: int,
+        limit: int,
+        lease_ms: int,
+        due_of: DueOf,
+        new_receipt: Callable[[], str],
+        *,
+        priority_of: Callable[[bytes | None], int] | None = None,
+        window: int = 0,
+        key_of: Callable[[bytes | None], bytes | None] | None = None,
+    ) -> tuple[list[LeaseLost | None], list[Leased], int | None]:
+        """`queue_settle(settles)` then `queue_receive(...)` (with `limit`
+        0: none) in one transaction: what the settles free or put in front
+        is seen by the receive. Returns (lost, leased, next due)."""
+        ...
+
+
+@runtime_checkable
 class Reclaimable(Protocol):
     """A store that gives the space of removed records back to the file system."""
 

@@ -147,16 +147,16 @@ class Pump:
     # the round -------------------------------------------------------------------
 
     def _round(self, settles: list[Settle], want: int) -> tuple[list[Any], list[Delivery], int | None]:
-        """On a worker thread: apply answers, then lease up to `want` records."""
+        """On the pumps' thread: apply answers, then lease up to `want` records
+        (each answer still succeeds or fails on its own)."""
         q = self.queue
-        # Every answer of the round in one store transaction (each one still
-        # succeeds or fails on its own).
         many = [
             (_COMMANDS[command], d, VISIBILITY_S if command == "EXTEND" else seconds)
             for command, d, seconds in settles
         ]
         try:
-            results: list[Any] = q.settle_many(many) if many else []
+            # One store transaction: the answers, then the leases.
+            results, got, next_due = q.settle_and_poll(many, want, VISIBILITY_S)
         except TidelogError:
             # One answer is bad (a DACK out of range): nothing was settled;
             # apply them one by one, so only that one fails.
@@ -166,7 +166,7 @@ class Pump:
                     results.append(q.settle_many([item])[0])
                 except TidelogError as e:
                     results.append(e)
-        got, next_due = q.poll(want, VISIBILITY_S) if want else ([], None)
+            got, next_due = q.poll(want, VISIBILITY_S) if want else ([], None)
         return results, got, next_due
 
     async def _run(self) -> None:

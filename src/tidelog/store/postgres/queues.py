@@ -517,7 +517,12 @@ class PostgresQueues(PostgresBase):
                     elif s.action == RELEASE:
                         state[pid, s.offset] = (scanned, found, None, deliveries)
                     elif s.action == RETURN:
-                        state[pid, s.offset] = (scanned, found, None, None if deliveries is None else deliveries - 1)
+                        state[pid, s.offset] = (
+                            scanned,
+                            found,
+                            None,
+                            None if deliveries is None else deliveries - 1,
+                        )
                 elif s.action == ACK and not found and scanned is not None and s.offset <= scanned:
                     out.append(None)  # done already: acking twice is a no-op
                 else:
