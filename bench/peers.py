@@ -484,6 +484,65 @@ def xadd_rows(servers: Servers, args: argparse.Namespace) -> None:
             print(f"| XADD -c50 -P{pipeline} | (no redis-server) | {t.rate:,.0f}/s ({t.cpu_us:.0f} µs) | |")
 
 
+def group_loop(port: int, pid: int, key: str, entries: int, count: int) -> Figure:
+    """Entries a second through XREADGROUP COUNT n + XACK of what came back
+    (redis-py, one connection, unpipelined: each command waits for its reply)."""
+    import redis
+
+    r = redis.Redis(host="127.0.0.1", port=port)
+    pipe = r.pipeline(transaction=False)
+    for _ in range(entries):
+        pipe.xadd(key, {"f": "x" * 100})
+    pipe.execute()
+    r.xgroup_create(key, "bench", id="0")
+    done = 0
+    before = tree_cpu(pid)
+    start = time.perf_counter()
+    while done < entries:
+        got = r.xreadgroup("bench", "c1", {key: ">"}, count=count)
+        if not got:
+            break
+        ids = [e[0] for e in got[0][1]]
+        r.xack(key, "bench", *ids)
+        done += len(ids)
+    elapsed = time.perf_counter() - start
+    used = tree_cpu(pid) - before
+    r.delete(key)
+    r.close()
+    return Figure(done / elapsed, used / max(1, done) * 1e6)
+
+
+def xreadgroup_rows(servers: Servers, args: argparse.Namespace) -> None:
+    sides: dict[str, tuple[int, int]] = {}  # name -> port, pid
+    if shutil.which("redis-server"):
+        proc, port = servers.redis()
+        sides["redis"] = (port, proc.pid)
+    proc, _, resp = servers.tidelog(tls=False)
+    sides["tidelog"] = (resp, proc.pid)
+    if args.before:
+        proc, _, resp = servers.tidelog(tls=False, src=args.before)
+        sides["before"] = (resp, proc.pid)
+    runs = {name: 0 for name in sides}
+    for count, entries in ((1, args.records), (100, args.records * 10)):
+
+        def run(name: str, count: int = count, entries: int = entries) -> Figure:
+            port, pid = sides[name]
+            runs[name] += 1
+            return group_loop(port, pid, f"g{count}x{runs[name]}", entries, count)
+
+        print(f"  XREADGROUP COUNT {count} + XACK, redis-py loop, {entries} entries", flush=True)
+        best = alternate(args.rounds, {name: lambda n=name: run(n) for name in sides})
+        for name in sides:
+            if name == "redis":
+                continue
+            label = f"XREADGROUP COUNT {count} + XACK, {name}"
+            if "redis" in sides:
+                row(label, "redis", best, ours=name)
+            else:
+                t = best[name]
+                print(f"| {label} | (no redis-server) | {t.rate:,.0f}/s ({t.cpu_us:.0f} µs) | |")
+
+
 def ab_rows(servers: Servers, args: argparse.Namespace, body: str) -> None:
     """tidelog against itself: `serve()`'s defaults (A) vs the options given (B)."""
     options = {k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in args.ab)}
@@ -516,7 +575,9 @@ def main() -> int:
         "--only", choices=["publish", "consume", "xadd", "xreadgroup"], help="one comparison only"
     )
     ap.add_argument("--records", type=int, default=5000, help="records a consume round")
-    ap.add_argument("--before", metavar="SRC", help="also tidelog importing from SRC (consume rows)")
+    ap.add_argument(
+        "--before", metavar="SRC", help="also tidelog importing from SRC (consume and xreadgroup rows)"
+    )
     ap.add_argument("--connections", type=int, nargs="+", default=[12, 64], help="h2load connections")
     ap.add_argument(
         "--modes", nargs="+", choices=["HTTP/2 + TLS", "h2c", "HTTP/1.1 cleartext"], help="tidelog protocols"
@@ -559,6 +620,8 @@ def main() -> int:
                 consume_rows(servers, args, str(body))
             if args.only in (None, "xadd") and not args.ab:
                 xadd_rows(servers, args)
+            if args.only in (None, "xreadgroup") and not args.ab:
+                xreadgroup_rows(servers, args)
         finally:
             servers.stop()
     return 0
