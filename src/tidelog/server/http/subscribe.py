@@ -40,8 +40,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import queue
+import threading
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
@@ -85,7 +87,7 @@ class Pump:
         ctx: Context,
         queue: Queue,
         dack_counts: DackCounts | None = None,
-        thread: ThreadPoolExecutor | None = None,
+        thread: RoundThread | None = None,
     ):
         self.ctx = ctx
         self.queue = queue
@@ -220,7 +222,7 @@ class Pump:
     async def _trip(self, settles: list[Settle], want: int) -> tuple[list[Any], list[Delivery], int | None]:
         if self.thread is None:
             return await self.ctx.run(self._round, settles, want)
-        return await asyncio.get_running_loop().run_in_executor(self.thread, self._round, settles, want)
+        return await self.thread.run(self._round, settles, want)
 
     async def _sleep(self, seq: int, pause: float) -> None:
         hub = asyncio.ensure_future(self.ctx.hub.wait([(self.queue.topic, None)], seq, pause))
@@ -243,6 +245,54 @@ class Pump:
     def dack_count(self, d: Delivery) -> int:
         """The DACKs this server saw for the record, in this queue group."""
         return self.dack_counts.get(self.queue, d)
+
+
+class RoundThread:
+    """The one thread every pump's rounds run on.
+
+    A call goes in a queue and its result comes back to the loop with one
+    `call_soon_threadsafe`: no pool, no concurrent future chained to an
+    asyncio one. The thread keeps its SQLite reader connection for the
+    server's life.
+    """
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._work, name="tidelog-pump", daemon=True)
+        self._thread.start()
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
+        """`fn(*args)` on the thread; the future holds its result or exception."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._calls.put((loop, fut, fn, args))
+        return fut
+
+    def _work(self) -> None:
+        while (call := self._calls.get()) is not None:
+            loop, fut, fn, args = call
+            try:
+                outcome = (True, fn(*args))
+            except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
+                outcome = (False, e)
+            try:
+                loop.call_soon_threadsafe(_resolve, fut, *outcome)
+            except RuntimeError:  # the loop is closed: nobody waits
+                pass
+
+    def stop(self) -> None:
+        """End the thread once the calls given so far ran."""
+        self._calls.put(None)
+        self._thread.join(timeout=30)
+
+
+def _resolve(fut: asyncio.Future, ok: bool, result: Any) -> None:
+    if fut.cancelled():
+        return
+    if ok:
+        fut.set_result(result)
+    else:
+        fut.set_exception(result)
 
 
 class DackCounts:
@@ -286,7 +336,7 @@ class Pumps:
         # Every round of every pump on one thread of their own: a record's
         # chain (answer in, commit, next lease, out) waits for no pool, and
         # the thread keeps one SQLite reader connection for the server's life.
-        self.thread = ThreadPoolExecutor(1, thread_name_prefix="tidelog-pump")
+        self.thread = RoundThread()
 
     async def take(self, topic: str, group: str) -> Pump:
         key = (topic, group)
@@ -335,7 +385,7 @@ class Pumps:
                     pass
 
         await self.ctx.run(release)
-        self.thread.shutdown(wait=True)
+        await asyncio.get_running_loop().run_in_executor(None, self.thread.stop)
 
 
 # the socket ------------------------------------------------------------------------
