@@ -40,10 +40,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import queue
-import threading
 from collections import deque
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
@@ -53,6 +50,7 @@ from starlette.websockets import WebSocket
 from ...config import check_name
 from ...errors import InvalidRequest, LeaseLost, TidelogError
 from ...queues import Delivery, Queue
+from ..runtime.threads import LoopThreads
 from .errors import status_for
 
 if TYPE_CHECKING:
@@ -87,7 +85,7 @@ class Pump:
         ctx: Context,
         queue: Queue,
         dack_counts: DackCounts | None = None,
-        thread: RoundThread | None = None,
+        thread: LoopThreads | None = None,
     ):
         self.ctx = ctx
         self.queue = queue
@@ -247,54 +245,6 @@ class Pump:
         return self.dack_counts.get(self.queue, d)
 
 
-class RoundThread:
-    """The one thread every pump's rounds run on.
-
-    A call goes in a queue and its result comes back to the loop with one
-    `call_soon_threadsafe`: no pool, no concurrent future chained to an
-    asyncio one. The thread keeps its SQLite reader connection for the
-    server's life.
-    """
-
-    def __init__(self) -> None:
-        self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._work, name="tidelog-pump", daemon=True)
-        self._thread.start()
-
-    def run(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
-        """`fn(*args)` on the thread; the future holds its result or exception."""
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        self._calls.put((loop, fut, fn, args))
-        return fut
-
-    def _work(self) -> None:
-        while (call := self._calls.get()) is not None:
-            loop, fut, fn, args = call
-            try:
-                outcome = (True, fn(*args))
-            except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
-                outcome = (False, e)
-            try:
-                loop.call_soon_threadsafe(_resolve, fut, *outcome)
-            except RuntimeError:  # the loop is closed: nobody waits
-                pass
-
-    def stop(self) -> None:
-        """End the thread once the calls given so far ran."""
-        self._calls.put(None)
-        self._thread.join(timeout=30)
-
-
-def _resolve(fut: asyncio.Future, ok: bool, result: Any) -> None:
-    if fut.cancelled():
-        return
-    if ok:
-        fut.set_result(result)
-    else:
-        fut.set_exception(result)
-
-
 class DackCounts:
     """How often each record was DACKed, kept by the server across pumps (a
     subscriber that reconnects keeps its backoff) and bounded: the oldest
@@ -336,7 +286,7 @@ class Pumps:
         # Every round of every pump on one thread of their own: a record's
         # chain (answer in, commit, next lease, out) waits for no pool, and
         # the thread keeps one SQLite reader connection for the server's life.
-        self.thread = RoundThread()
+        self.thread = LoopThreads(1, "tidelog-pump")
 
     async def take(self, topic: str, group: str) -> Pump:
         key = (topic, group)
