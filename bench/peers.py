@@ -11,6 +11,13 @@ inflate it as wall time would).
   it serves HTTP/2 over TLS only). tidelog is measured on HTTP/2 + TLS, h2c
   and HTTP/1.1 cleartext. Without the peer, each row is set beside the
   in-run ceiling: a trivial POST on the same Starlette + granian stack.
+- consume + ack one by one (miniqueue's subscribe: `POST /subscribe/{topic}`
+  over HTTP/2 + TLS, `"INIT"` then `"ACK"` after each message), 1 and 16
+  connections, from an asyncio client on the h2 library, vs miniqueue;
+  tidelog also over its WebSocket (`ws /subscribe/{topic}`, the websockets
+  package). Each round fills a fresh topic with h2load publishes first.
+  `--before SRC` adds a tidelog server importing from another checkout's src.
+- XREADGROUP COUNT 1 + XACK (redis-py, one client, a loop) vs redis-server.
 - XADD: redis-benchmark at 50 connections, unpipelined and -P16, against a
   redis-server this script starts on a free port (AOF, fsync every second:
   durable like SQLite WAL + synchronous=NORMAL), vs tidelog's Redis front.
@@ -20,7 +27,7 @@ Needs h2load (Debian's nghttp2-client), redis-benchmark (redis-tools) and
 openssl or trustme for the self-signed certificate. Never passes or fails.
 
     MINIQUEUE_BIN=/path/to/miniqueue python bench/peers.py [--rounds 3] [--seconds 4]
-        [--only publish|xadd] [--workers N] [--env KEY=VALUE ...]
+        [--only publish|consume|xadd|xreadgroup] [--workers N] [--env KEY=VALUE ...] [--before SRC]
     python bench/peers.py --ab tune_gc_after_start=False --connections 64   # one change alone
 """
 
@@ -150,7 +157,7 @@ class Servers:
         wait_port(port, proc)
         return proc
 
-    def tidelog(self, tls: bool) -> tuple[subprocess.Popen, int, int]:
+    def tidelog(self, tls: bool, src: str | None = None) -> tuple[subprocess.Popen, int, int]:
         port, resp = free_port(), free_port()
         db = self.tmp / f"tidelog-{port}.db"
         cmd = [sys.executable, "-m", "tidelog", "serve", "--db", f"sqlite:///{db}", "--port", str(port)]
@@ -159,7 +166,8 @@ class Servers:
             cmd += ["--workers", str(self.workers)]
         if tls:
             cmd += ["--tls-cert", self.cert, "--tls-key", self.key]
-        proc = self._start(cmd, port, self.env)
+        env = self.env if src is None else {**self.env, "PYTHONPATH": src}
+        proc = self._start(cmd, port, env)
         wait_port(resp, proc)
         return proc, port, resp
 
@@ -231,6 +239,156 @@ def xadd(port: int, pid: int, connections: int, pipeline: int, count: int) -> Fi
     if not found:
         raise SystemExit(f"redis-benchmark said:\n{out}")
     return Figure(float(found[-1]), used / count * 1e6)
+
+
+# --- consume + ack one by one --------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    want: int
+    acked: int = 0
+
+
+async def h2_subscriber(port: int, topic: str, tally: Tally, tls: bool) -> None:
+    """One miniqueue-style subscriber: POST /subscribe/{topic} over HTTP/2,
+    `"INIT"`, then `"ACK"` after each message, until the tally is full."""
+    import asyncio
+    import ssl
+
+    from h2.config import H2Configuration
+    from h2.connection import H2Connection
+    from h2.events import DataReceived, StreamEnded, StreamReset
+
+    context = None
+    if tls:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        context.set_alpn_protocols(["h2"])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
+    conn = H2Connection(H2Configuration(client_side=True))
+    conn.initiate_connection()
+    sid = conn.get_next_available_stream_id()
+    headers = [(":method", "POST"), (":path", f"/subscribe/{topic}"), (":authority", "127.0.0.1")]
+    headers += [(":scheme", "https" if tls else "http"), ("content-type", "application/json")]
+    conn.send_headers(sid, headers)
+    conn.send_data(sid, b'"INIT"\n')
+    writer.write(conn.data_to_send())
+    buffer = b""
+    try:
+        while tally.acked < tally.want:
+            try:
+                data = await asyncio.wait_for(reader.read(65536), 3)
+            except TimeoutError:
+                return  # nothing more to consume
+            if not data:
+                return
+            for event in conn.receive_data(data):
+                if isinstance(event, DataReceived):
+                    buffer += event.data
+                    conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                elif isinstance(event, (StreamEnded, StreamReset)):
+                    return
+            while b"\n" in buffer and tally.acked < tally.want:
+                line, buffer = buffer.split(b"\n", 1)
+                if b'"error"' in line:
+                    raise SystemExit(f"the server answered {line[:200]!r}")
+                conn.send_data(sid, b'"ACK"\n')
+                tally.acked += 1
+            writer.write(conn.data_to_send())
+    finally:
+        writer.close()
+
+
+async def ws_subscriber(port: int, topic: str, tally: Tally) -> None:
+    """The same over tidelog's WebSocket."""
+    import asyncio
+
+    import websockets
+
+    async with websockets.connect(f"ws://127.0.0.1:{port}/subscribe/{topic}", max_queue=None) as ws:
+        await ws.send("INIT")
+        while tally.acked < tally.want:
+            try:
+                await asyncio.wait_for(ws.recv(), 3)
+            except TimeoutError:
+                return
+            await ws.send("ACK")
+            tally.acked += 1
+
+
+def fill(base: str, topic: str, records: int, body: str) -> None:
+    """`records` publishes of one record to `topic` with h2load (HTTP/2, TLS or h2c)."""
+    url = f"{base}/publish/{topic}"
+    out = subprocess.run(
+        ["h2load", "-n", str(records), "-c", "8", "-m", "8", "-d", body, url],
+        capture_output=True,
+        timeout=600,
+    ).stdout.decode()
+    if f"{records} succeeded" not in out:
+        raise SystemExit(f"filling {topic} failed:\n{out}")
+
+
+def consume(pid: int, port: int, topic: str, records: int, connections: int, how: str) -> Figure:
+    """Acked records a second over `connections` subscribers (`how`: h2-tls, h2c or ws)."""
+    import asyncio
+
+    tally = Tally(records)
+
+    async def run() -> float:
+        if how == "ws":
+            subs = [ws_subscriber(port, topic, tally) for _ in range(connections)]
+        else:
+            subs = [h2_subscriber(port, topic, tally, how == "h2-tls") for _ in range(connections)]
+        start = time.perf_counter()
+        await asyncio.gather(*subs)
+        return time.perf_counter() - start
+
+    before = tree_cpu(pid)
+    elapsed = asyncio.run(run())
+    used = tree_cpu(pid) - before
+    if tally.acked < records:
+        raise SystemExit(f"only {tally.acked} of {records} records came ({how}, {topic})")
+    return Figure(tally.acked / elapsed, used / tally.acked * 1e6)
+
+
+def consume_rows(servers: Servers, args: argparse.Namespace, body: str) -> None:
+    binary = os.environ.get("MINIQUEUE_BIN")
+    sides: dict[str, tuple[subprocess.Popen, int, str]] = {}  # name -> its server, port, protocol
+    if binary:
+        proc, port = servers.miniqueue(binary)
+        sides["miniqueue"] = (proc, port, "h2-tls")
+    for name, src in [("tidelog", None), ("before", args.before)]:
+        if name == "tidelog" or src:
+            proc, port, _ = servers.tidelog(tls=True, src=src)
+            sides[name] = (proc, port, "h2-tls")
+            proc, port, _ = servers.tidelog(tls=False, src=src)
+            sides[f"{name} ws"] = (proc, port, "ws")
+    fills = {name: 0 for name in sides}
+    for connections in (1, 16):
+        records = args.records
+
+        def run(name: str, connections: int = connections, records: int = records) -> Figure:
+            proc, port, how = sides[name]
+            fills[name] += 1
+            topic = f"c{connections}x{fills[name]}"
+            fill(f"{'https' if how == 'h2-tls' else 'http'}://127.0.0.1:{port}", topic, records, body)
+            return consume(proc.pid, port, topic, records, connections, how)
+
+        print(f"  consume + ack one by one, {connections} connection(s), {records} records", flush=True)
+        best = alternate(args.rounds, {name: lambda n=name: run(n) for name in sides})
+        for name in sides:
+            if name == "miniqueue":
+                continue
+            peer = "miniqueue" if binary else None
+            how = sides[name][2]
+            label = f"consume + ack, {connections} conn, {name} ({how})"
+            if peer:
+                row(label, peer, best, ours=name)
+            else:
+                t = best[name]
+                print(f"| {label} | (no MINIQUEUE_BIN) | {t.rate:,.0f}/s ({t.cpu_us:.0f} µs) | |")
 
 
 def alternate(rounds: int, sides: dict[str, Callable[[], Figure]]) -> dict[str, Figure]:
@@ -326,6 +484,65 @@ def xadd_rows(servers: Servers, args: argparse.Namespace) -> None:
             print(f"| XADD -c50 -P{pipeline} | (no redis-server) | {t.rate:,.0f}/s ({t.cpu_us:.0f} µs) | |")
 
 
+def group_loop(port: int, pid: int, key: str, entries: int, count: int) -> Figure:
+    """Entries a second through XREADGROUP COUNT n + XACK of what came back
+    (redis-py, one connection, unpipelined: each command waits for its reply)."""
+    import redis
+
+    r = redis.Redis(host="127.0.0.1", port=port)
+    pipe = r.pipeline(transaction=False)
+    for _ in range(entries):
+        pipe.xadd(key, {"f": "x" * 100})
+    pipe.execute()
+    r.xgroup_create(key, "bench", id="0")
+    done = 0
+    before = tree_cpu(pid)
+    start = time.perf_counter()
+    while done < entries:
+        got = r.xreadgroup("bench", "c1", {key: ">"}, count=count)
+        if not got:
+            break
+        ids = [e[0] for e in got[0][1]]
+        r.xack(key, "bench", *ids)
+        done += len(ids)
+    elapsed = time.perf_counter() - start
+    used = tree_cpu(pid) - before
+    r.delete(key)
+    r.close()
+    return Figure(done / elapsed, used / max(1, done) * 1e6)
+
+
+def xreadgroup_rows(servers: Servers, args: argparse.Namespace) -> None:
+    sides: dict[str, tuple[int, int]] = {}  # name -> port, pid
+    if shutil.which("redis-server"):
+        proc, port = servers.redis()
+        sides["redis"] = (port, proc.pid)
+    proc, _, resp = servers.tidelog(tls=False)
+    sides["tidelog"] = (resp, proc.pid)
+    if args.before:
+        proc, _, resp = servers.tidelog(tls=False, src=args.before)
+        sides["before"] = (resp, proc.pid)
+    runs = {name: 0 for name in sides}
+    for count, entries in ((1, args.records), (100, args.records * 10)):
+
+        def run(name: str, count: int = count, entries: int = entries) -> Figure:
+            port, pid = sides[name]
+            runs[name] += 1
+            return group_loop(port, pid, f"g{count}x{runs[name]}", entries, count)
+
+        print(f"  XREADGROUP COUNT {count} + XACK, redis-py loop, {entries} entries", flush=True)
+        best = alternate(args.rounds, {name: lambda n=name: run(n) for name in sides})
+        for name in sides:
+            if name == "redis":
+                continue
+            label = f"XREADGROUP COUNT {count} + XACK, {name}"
+            if "redis" in sides:
+                row(label, "redis", best, ours=name)
+            else:
+                t = best[name]
+                print(f"| {label} | (no redis-server) | {t.rate:,.0f}/s ({t.cpu_us:.0f} µs) | |")
+
+
 def ab_rows(servers: Servers, args: argparse.Namespace, body: str) -> None:
     """tidelog against itself: `serve()`'s defaults (A) vs the options given (B)."""
     options = {k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in args.ab)}
@@ -354,7 +571,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3, help="runs of each side (best taken)")
     ap.add_argument("--seconds", type=float, default=4.0, help="length of each h2load run")
-    ap.add_argument("--only", choices=["publish", "xadd"], help="one comparison only")
+    ap.add_argument(
+        "--only", choices=["publish", "consume", "xadd", "xreadgroup"], help="one comparison only"
+    )
+    ap.add_argument("--records", type=int, default=5000, help="records a consume round")
+    ap.add_argument(
+        "--before", metavar="SRC", help="also tidelog importing from SRC (consume and xreadgroup rows)"
+    )
     ap.add_argument("--connections", type=int, nargs="+", default=[12, 64], help="h2load connections")
     ap.add_argument(
         "--modes", nargs="+", choices=["HTTP/2 + TLS", "h2c", "HTTP/1.1 cleartext"], help="tidelog protocols"
@@ -375,7 +598,7 @@ def main() -> int:
         port, cert, key = args.trivial_server
         serve_trivial(int(port), cert, key)
         return 0
-    if not shutil.which("h2load") and args.only != "xadd":
+    if not shutil.which("h2load") and args.only not in ("xadd", "xreadgroup"):
         raise SystemExit("needs h2load: apt-get install nghttp2-client")
     env = dict(kv.split("=", 1) for kv in args.env)
     # Stopped with SIGTERM, still stop the servers (the finally below).
@@ -393,8 +616,12 @@ def main() -> int:
                 ab_rows(servers, args, str(body))
             elif args.only in (None, "publish"):
                 publish_rows(servers, args, str(body))
+            if args.only in (None, "consume") and not args.ab:
+                consume_rows(servers, args, str(body))
             if args.only in (None, "xadd") and not args.ab:
                 xadd_rows(servers, args)
+            if args.only in (None, "xreadgroup") and not args.ab:
+                xreadgroup_rows(servers, args)
         finally:
             servers.stop()
     return 0

@@ -8,7 +8,10 @@ run, the same loop in-process through the Python API (`Queue.receive` +
 `ack`, one record at a time, one thread): the baseline of what the store
 does without the network. Prints figures, never passes or fails.
 
-    python bench/ws.py [--records 20000] [--conns 1,4,16]
+    python bench/ws.py [--records 20000] [--conns 1,4,16] [--before /path/to/other/src]
+
+`--before SRC` also runs a server importing tidelog from SRC (another
+checkout's `src`), alternating with this one, to compare a change.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ uvloop.run(build_server(app, "127.0.0.1", PORT, None, None, log_level="error").s
 """
 
 
-def start_server(path: str, port: int) -> subprocess.Popen:
+def start_server(path: str, port: int, src: str | None = None) -> subprocess.Popen:
     if path == "trivial":
         value = base64.b64encode(VALUE).decode()
         code = TRIVIAL.replace("PORT", str(port)).replace("%s", value)
@@ -62,7 +65,8 @@ def start_server(path: str, port: int) -> subprocess.Popen:
         code = (
             f"import tidelog.server as s; s.serve({path!r}, port={port}, clean_interval=0, log_level='error')"
         )
-    proc = subprocess.Popen([sys.executable, "-c", code])
+    env = None if src is None else {**os.environ, "PYTHONPATH": src}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:
@@ -139,12 +143,18 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--conns", default="1,4,16")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--before", help="also a server importing tidelog from this src directory")
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="tidelog-ws-")
     port, trivial_port = free_port(), free_port()
     proc = start_server(os.path.join(tmp, "ws.db"), port)
     trivial = start_server("trivial", trivial_port)
     url, trivial_url = f"ws://127.0.0.1:{port}", f"ws://127.0.0.1:{trivial_port}"
+    before = before_url = None
+    if args.before:
+        before_port = free_port()
+        before = start_server(os.path.join(tmp, "before.db"), before_port, args.before)
+        before_url = f"ws://127.0.0.1:{before_port}"
     try:
         base = max(in_process(os.path.join(tmp, f"inproc{i}.db"), args.records) for i in range(args.runs))
         print(
@@ -154,15 +164,22 @@ def main() -> None:
         print(f"{'what':44} {'acked/s':>9} {'ceiling/s':>10} {'ratio':>6} {'CPU us/rec':>11} {'ceiling':>8}")
         print(f"{'in-process Queue.receive() + ack, 1 thread':44} {base:>9,.0f}")
         for conns in [int(c) for c in args.conns.split(",")]:
-            best = ceiling = 0.0
-            cpu = ceiling_cpu = float("inf")
+            best = ceiling = old = 0.0
+            cpu = ceiling_cpu = old_cpu = float("inf")
             for run in range(args.runs):
                 topic = f"ws{conns}-{run}"
+                if before is not None and before_url is not None:
+                    fill(before_url.replace("ws", "http"), topic, args.records)
+                    rate, used = measured(before, before_url, topic, args.records, conns)
+                    old, old_cpu = max(old, rate), min(old_cpu, used)
                 fill(url.replace("ws", "http"), topic, args.records)
                 rate, used = measured(proc, url, topic, args.records, conns)
                 best, cpu = max(best, rate), min(cpu, used)
                 rate, used = measured(trivial, trivial_url, topic, args.records, conns)
                 ceiling, ceiling_cpu = max(ceiling, rate), min(ceiling_cpu, used)
+            if before is not None:
+                label = f"  before ({args.before}), {conns} conn"
+                print(f"{label:44} {old:>9,.0f} {ceiling:>10,.0f} {old / ceiling:>6.2f} {old_cpu:>11.1f}")
             label = f"INIT/ACK over {conns} connection{'s' if conns > 1 else ''}"
             print(
                 f"{label:44} {best:>9,.0f} {ceiling:>10,.0f} {best / ceiling:>6.2f} {cpu:>11.1f} {ceiling_cpu:>8.1f}"
@@ -171,7 +188,9 @@ def main() -> None:
         print("CPU us/rec: the server process's CPU time per acked record (best run)")
         print("target >= 10,000 acked records/s; miniqueue publishes 4,298/s")
     finally:
-        for p in (proc, trivial):
+        for p in (proc, trivial, before):
+            if p is None:
+                continue
             p.terminate()
             p.wait(10)
 

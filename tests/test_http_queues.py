@@ -352,6 +352,75 @@ def test_websocket_disconnect_releases_to_the_front(server, http):
     assert stats(http, "workers")["in_flight"] == 0
 
 
+def settled_stats(http, group, until) -> dict:
+    """The group's stats once `until(stats)` holds (the server applies a
+    disconnect's releases after the client left), or the last ones seen."""
+    for _ in range(200):
+        got = stats(http, group)
+        if until(got):
+            return got
+        threading.Event().wait(0.05)
+    return got
+
+
+def test_websocket_leases_one_ahead_and_gives_it_back_uncounted(server, http):
+    for value in (b"first", b"second", b"third"):
+        http.post("/publish/jobs?partition=0", content=value)
+
+    async def hold_first():
+        async with websockets.connect(ws_url(server, group="ahead")) as ws:
+            await ws.send("INIT")
+            assert base64.b64decode((await pushed(ws))["msg"]) == b"first"
+            # held, and the next leased ahead: two in flight, never the third
+            return settled_stats(http, "ahead", lambda s: s["in_flight"] == 2)
+
+    held = asyncio.run(hold_first())
+    assert (held["in_flight"], held["available"]) == (2, 1)
+    # The close gives both back: the held one counted, the one ahead not.
+    after = settled_stats(http, "ahead", lambda s: s["in_flight"] == 0)
+    assert (after["in_flight"], after["available"]) == (0, 3)
+
+    async def again():
+        async with websockets.connect(ws_url(server, group="ahead")) as ws:
+            await ws.send("INIT")
+            got = [await pushed(ws)]
+            for _ in range(2):
+                await ws.send("ACK")
+                got.append(await pushed(ws))
+            await ws.send("ACK")
+            return [(base64.b64decode(m["msg"]), m["deliveryCount"]) for m in got]
+
+    assert asyncio.run(again()) == [(b"first", 2), (b"second", 1), (b"third", 1)]
+    assert settled_stats(http, "ahead", lambda s: s["in_flight"] == 0)["in_flight"] == 0
+
+
+def test_websocket_acks_and_leases_keep_two_in_flight_a_subscriber(server, http):
+    for i in range(8):
+        http.post("/publish/jobs?partition=0", content=f"m{i}".encode())
+
+    async def flow():
+        seen = []
+        async with (
+            websockets.connect(ws_url(server, group="limit")) as a,
+            websockets.connect(ws_url(server, group="limit")) as b,
+        ):
+            await a.send("INIT")
+            await b.send("INIT")
+            for _ in range(3):
+                for ws in (a, b):
+                    seen.append(base64.b64decode((await pushed(ws))["msg"]))
+                    # the ack of the last one and the lease ahead of the next
+                    # commit together: at most held + ahead for each
+                    assert stats(http, "limit")["in_flight"] <= 4
+                    await ws.send("ACK")
+        return seen
+
+    seen = asyncio.run(flow())
+    assert len(set(seen)) == 6  # each record to one member at a time, none twice
+    after = settled_stats(http, "limit", lambda s: s["in_flight"] == 0)
+    assert (after["in_flight"], after["available"]) == (0, 2)
+
+
 def test_websocket_bad_topic_and_token(serve, http):
     async def refused(url):
         async with websockets.connect(url) as ws:

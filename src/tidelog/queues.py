@@ -17,7 +17,7 @@ import hashlib
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from .config import check_int, check_name
 from .deadletters import Redriven, redrive
@@ -42,12 +42,14 @@ from .store.base import (
     ACK,
     EXTEND,
     RELEASE,
+    RETURN,
     AppendBatch,
     Leased,
     NamedConsumers,
     Pending,
     QueueStats,
     Settle,
+    SettlesAndReceives,
 )
 
 if TYPE_CHECKING:
@@ -259,6 +261,12 @@ def queue_headers(headers: Any, now: int, *, delay: float = 0, priority: int = 0
     return pairs
 
 
+@functools.cache
+def _settles_and_receives(store_type: type) -> bool:
+    # Asked every round of a pump: a runtime protocol check costs ~100 µs.
+    return issubclass(store_type, SettlesAndReceives)
+
+
 def _new_receipt() -> str:
     return secrets.token_hex(12)
 
@@ -434,12 +442,15 @@ class Queue:
             raise InvalidRequest(
                 f"max_messages must be an integer from 1 to {MAX_RECEIVE}, got {max_messages!r}"
             )
-        visibility = self.visibility_timeout
-        if visibility_timeout is not None:
-            visibility = _seconds("visibility_timeout", visibility_timeout, MAX_VISIBILITY_S)
-            if visibility == 0:
-                raise InvalidRequest("visibility_timeout must be more than 0 seconds")
-        return self._receive_once(max_messages, int(visibility * 1000))
+        return self._receive_once(max_messages, int(self._visibility(visibility_timeout) * 1000))
+
+    def _visibility(self, visibility_timeout: float | None) -> float:
+        if visibility_timeout is None:
+            return self.visibility_timeout
+        visibility = _seconds("visibility_timeout", visibility_timeout, MAX_VISIBILITY_S)
+        if visibility == 0:
+            raise InvalidRequest("visibility_timeout must be more than 0 seconds")
+        return visibility
 
     def _receive_once(self, limit: int, lease_ms: int) -> tuple[list[Delivery], int | None]:
         out: list[Delivery] = []
@@ -456,20 +467,27 @@ class Queue:
                 window=PRIORITY_WINDOW,
                 key_of=meta_key if self.ordering == "key" else None,
             )
-            dead = 0
-            for lease in leased:
-                if lease.delivery_count > self.max_deliveries:
-                    # Delivered max_deliveries times already and never acked.
-                    delivered = lease._replace(delivery_count=lease.delivery_count - 1)
-                    self._dead_letter(delivered, f"max deliveries ({self.max_deliveries}) reached")
-                    dead += 1
-                    continue
-                out.append(self._delivery(lease))
+            got, dead = self._deliveries(leased)
+            out += got
             # What was dead-lettered made room (and, ordered by key, freed
             # its key's next record): look again, as a receive that had not
             # met it would have found more.
             if not dead or len(out) >= limit:
                 return out, next_due
+
+    def _deliveries(self, leased: list[Leased]) -> tuple[list[Delivery], int]:
+        """The leases as deliveries, and how many went to the dead-letter
+        topic instead (delivered max_deliveries times already, never acked)."""
+        out: list[Delivery] = []
+        dead = 0
+        for lease in leased:
+            if lease.delivery_count > self.max_deliveries:
+                delivered = lease._replace(delivery_count=lease.delivery_count - 1)
+                self._dead_letter(delivered, f"max deliveries ({self.max_deliveries}) reached")
+                dead += 1
+                continue
+            out.append(self._delivery(lease))
+        return out, dead
 
     def _delivery(self, lease: Leased) -> Delivery:
         msg = make_message(
@@ -527,13 +545,23 @@ class Queue:
         """Settle many deliveries in one store transaction.
 
         Each item is `(command, delivery, seconds)`: "ack", "nack" (front),
-        "back", "delay" (`seconds` from now) or "extend" (to `seconds` from
-        now); `seconds` is None for the first three. Returns one result an
+        "back", "delay" (`seconds` from now), "extend" (to `seconds` from
+        now) or "return" (front, and this delivery does not count toward
+        max deliveries: for a front that leased a record ahead and never
+        handed it out); `seconds` is None but for delay and extend. Returns one result an
         item, in order: None when it was settled, the new `Delivery` for an
         extend, or the `LeaseLost` the single call would have raised (one
         lost lease does not stop the others). Bad input raises
         InvalidRequest and settles nothing.
         """
+        settles = self._settles(items)
+        if not settles:
+            return []
+        lost = self.log.store.queue_settle(self.group, self.topic, settles)
+        return self._settled(items, settles, lost)
+
+    def _settles(self, items: Sequence[tuple[str, Delivery, float | None]]) -> list[Settle]:
+        """`settle_many`'s items as the store's settles, every one checked first."""
         if not isinstance(items, (list, tuple)) or len(items) > MAX_RECEIVE:
             raise InvalidRequest(f"give a list of at most {MAX_RECEIVE} settlements")
         now = self.log.clock()
@@ -543,11 +571,13 @@ class Queue:
                 raise InvalidRequest(f"each settlement is (command, delivery, seconds), not {item!r}")
             command, d, seconds = item
             self._check(d)
-            if command in ("ack", "nack", "back"):
+            if command in ("ack", "nack", "back", "return"):
                 if seconds is not None:
                     raise InvalidRequest(f"{command} takes no seconds, got {seconds!r}")
                 if command == "ack":
                     settles.append(Settle(ACK, d.partition, d.offset, d.receipt))
+                elif command == "return":
+                    settles.append(Settle(RETURN, d.partition, d.offset, d.receipt))
                 else:
                     back = command == "back"
                     settles.append(
@@ -561,15 +591,65 @@ class Queue:
                 settles.append(Settle(EXTEND, d.partition, d.offset, d.receipt, deadline))
             else:
                 raise InvalidRequest(
-                    f"unknown settle command {command!r}: use ack, nack, back, delay or extend"
+                    f"unknown settle command {command!r}: use ack, nack, back, delay, extend or return"
                 )
-        if not settles:
-            return []
-        lost = self.log.store.queue_settle(self.group, self.topic, settles)
+        return settles
+
+    @staticmethod
+    def _settled(
+        items: Sequence[tuple[str, Delivery, float | None]],
+        settles: list[Settle],
+        lost: Sequence[LeaseLost | None],
+    ) -> list[Any]:
         return [
             e if e is not None or s.action != EXTEND else d._replace(lease_deadline=s.time)
             for e, s, (_, d, _) in zip(lost, settles, items)
         ]
+
+    def settle_and_poll(
+        self,
+        items: Sequence[tuple[str, Delivery, float | None]],
+        max_messages: int,
+        visibility_timeout: float | None = None,
+    ) -> tuple[list[Any], list[Delivery], int | None]:
+        """`settle_many(items)`, then `poll(max_messages)` (0: none), in one
+        store transaction where the store can (`SettlesAndReceives`): what
+        the settles free or put in front is what the poll sees. Returns
+        (settle_many's results, the deliveries, poll's next due). Bad input
+        raises InvalidRequest and changes nothing."""
+        if (
+            isinstance(max_messages, bool)
+            or not isinstance(max_messages, int)
+            or not 0 <= max_messages <= MAX_RECEIVE
+        ):
+            raise InvalidRequest(
+                f"max_messages must be an integer from 0 to {MAX_RECEIVE}, got {max_messages!r}"
+            )
+        settles = self._settles(items)
+        lease_ms = int(self._visibility(visibility_timeout) * 1000)
+        store = self.log.store
+        if not _settles_and_receives(type(store)):  # two transactions
+            lost = store.queue_settle(self.group, self.topic, settles) if settles else []
+            got, next_due = self._receive_once(max_messages, lease_ms) if max_messages else ([], None)
+            return self._settled(items, settles, lost), got, next_due
+        lost, leased, next_due = cast(SettlesAndReceives, store).queue_settle_receive(
+            self.group,
+            self.topic,
+            settles,
+            self.log.clock(),
+            max_messages,
+            lease_ms,
+            _due_of,
+            _new_receipt,
+            priority_of=_priority_of,
+            window=PRIORITY_WINDOW,
+            key_of=meta_key if self.ordering == "key" else None,
+        )
+        got, dead = self._deliveries(leased)
+        if dead and len(got) < max_messages:
+            more, next_due = self._receive_once(max_messages - len(got), lease_ms)
+            got += more
+        return self._settled(items, settles, lost), got, next_due
 
     def ack_many(self, deliveries: Sequence[Delivery]) -> list[LeaseLost | None]:
         """Ack many deliveries in one store transaction: None for each acked

@@ -75,6 +75,54 @@ def test_settle_many_mixes_commands(clocked_log, clock):
     assert [x.value for x in q.receive(max_messages=10)] == [b"d"]
 
 
+def test_return_puts_a_lease_back_at_the_front_without_counting_it(store, clocked_log, clock):
+    if store.name == "http":
+        pytest.skip("the HTTP routes have no return: the http:// store sends it as a nack, counted")
+    q = clocked_log.queue("jobs", visibility_timeout=300, max_deliveries=2)
+    q.send_batch([b"a", b"b", b"c"])
+    a, b = q.receive(max_messages=2)
+    # A front leased b ahead and never handed it out, as many times as it likes.
+    for _ in range(3):
+        assert q.settle_many([("return", b, None)]) == [None]
+        (b,) = q.receive()
+        assert (b.value, b.delivery_count) == (b"b", 1)
+    assert q.settle_many([("nack", a, None), ("return", b, None)]) == [None, None]
+    got = q.receive(max_messages=3)
+    # both at the front, by offset; a counted, b not; nothing dead-lettered
+    assert [(d.value, d.delivery_count) for d in got] == [(b"a", 2), (b"b", 1), (b"c", 1)]
+    assert q.stats().dead_lettered == 0
+    lost = q.settle_many([("return", got[1], None), ("return", got[1], None)])
+    assert lost[0] is None and isinstance(lost[1], tidelog.LeaseLost)  # the receipt went with it
+
+
+def test_settle_and_poll_leases_after_the_settles(clocked_log, clock):
+    q = clocked_log.queue("jobs", visibility_timeout=300, max_deliveries=2)
+    q.send_batch([b"a", b"b", b"c", b"d"])
+    a, b = q.receive(max_messages=2)
+    # the nack puts a in front of c: the poll in the same call sees it
+    results, got, _ = q.settle_and_poll([("ack", b, None), ("nack", a, None)], 2)
+    assert results == [None, None]
+    assert [(d.value, d.delivery_count) for d in got] == [(b"a", 2), (b"c", 1)]
+    a, c = got
+    # a was delivered twice: nacked again, it goes to the dead letters, and the poll takes d
+    results, got, _ = q.settle_and_poll([("nack", a, None), ("ack", c, None)], 5)
+    assert results == [None, None]
+    assert [x.value for x in got] == [b"d"]
+    (d,) = got
+    assert q.stats().dead_lettered == 1
+    results, got, next_due = q.settle_and_poll([("extend", d, 10), ("ack", c, None)], 0)
+    assert results[0].lease_deadline == clock.now + 10_000 and results[1] is None
+    assert got == [] and next_due is None
+    clock.advance(11)  # d's lease expires: delivered again, its old receipt is lost
+    (again,) = q.receive()
+    lost, got, _ = q.settle_and_poll([("ack", a, None), ("ack", d, None)], 1)
+    assert lost[0] is None  # a is done (dead-lettered): acking it is a no-op
+    assert isinstance(lost[1], tidelog.LeaseLost) and got == []
+    assert q.settle_and_poll([("ack", again, None)], 1) == ([None], [], None)
+    with pytest.raises(tidelog.InvalidRequest):
+        q.settle_and_poll([], -1)
+
+
 @pytest.mark.parametrize(
     "call",
     [
@@ -86,6 +134,9 @@ def test_settle_many_mixes_commands(clocked_log, clock):
         lambda q, ds: q.settle_many([("ack", ds[0], None), ("finish", ds[1], None)]),
         lambda q, ds: q.settle_many([("ack", ds[0], 5)]),
         lambda q, ds: q.settle_many([("ack", ds[0])]),
+        lambda q, ds: q.settle_many([("ack", ds[0], None), ("return", ds[1], 5)]),
+        lambda q, ds: q.settle_and_poll([("ack", ds[0], None), ("nack", ds[1], 5)], 1),
+        lambda q, ds: q.settle_and_poll([("ack", ds[0], None)], 1, visibility_timeout=0),
     ],
 )
 def test_bad_input_settles_nothing(clocked_log, clock, call):

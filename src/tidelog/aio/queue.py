@@ -224,6 +224,24 @@ class AsyncQueue(Twin):
         queue = await self._queue.get()
         return await self._runtime.call(queue.settle_many, items)
 
+    async def settle_and_poll(
+        self,
+        items: Sequence[tuple[str, Delivery, float | None]],
+        max_messages: int,
+        visibility_timeout: float | None = None,
+    ) -> tuple[list[Any], list[Delivery], int | None]:
+        """Settle, then lease what is available now, in one store transaction
+        where the store can; see `Queue.settle_and_poll`."""
+        queue = await self._queue.get()
+        give_back = _give_back(queue)
+        return await self._runtime.undoable(
+            lambda result: give_back((result[1], result[2])),
+            queue.settle_and_poll,
+            items,
+            max_messages,
+            visibility_timeout,
+        )
+
     async def ack_many(self, deliveries: Sequence[Delivery]) -> list[LeaseLost | None]:
         """`ack` many deliveries in one store transaction."""
         queue = await self._queue.get()

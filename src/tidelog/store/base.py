@@ -75,12 +75,16 @@ class Leased(NamedTuple):
 ACK = "ack"
 EXTEND = "extend"
 RELEASE = "release"
+# A lease that never reached a member (a front leased it ahead and the
+# client left or answered so that another record must come first): back to
+# the front, and its delivery does not count toward max deliveries.
+RETURN = "return"
 
 
 class Settle(NamedTuple):
     """One lease to settle in `QueueStore.queue_settle`."""
 
-    action: str  # ACK, EXTEND or RELEASE
+    action: str  # ACK, EXTEND, RELEASE or RETURN
     partition: int
     offset: int
     receipt: str
@@ -633,6 +637,32 @@ class Watchable(Protocol):
 
     def watch(self, callback: Callable[[], None]) -> None:
         """Call `callback()` (from any thread) after appends by others."""
+
+
+@runtime_checkable
+class SettlesAndReceives(Protocol):
+    """A queue store that settles leases and leases more in one transaction
+    (a front that answers many subscribers a round: one commit, not two)."""
+
+    def queue_settle_receive(
+        self,
+        group: str,
+        topic: str,
+        settles: Sequence[Settle],
+        now: int,
+        limit: int,
+        lease_ms: int,
+        due_of: DueOf,
+        new_receipt: Callable[[], str],
+        *,
+        priority_of: Callable[[bytes | None], int] | None = None,
+        window: int = 0,
+        key_of: Callable[[bytes | None], bytes | None] | None = None,
+    ) -> tuple[list[LeaseLost | None], list[Leased], int | None]:
+        """`queue_settle(settles)` then `queue_receive(...)` (with `limit`
+        0: none) in one transaction: what the settles free or put in front
+        is seen by the receive. Returns (lost, leased, next due)."""
+        ...
 
 
 @runtime_checkable

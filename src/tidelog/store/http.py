@@ -32,6 +32,7 @@ from .base import (
     ACK,
     EXTEND,
     RELEASE,
+    RETURN,
     AppendBatch,
     CleansRemotely,
     GroupMember,
@@ -497,9 +498,11 @@ class HTTPStore(Store, CleansRemotely, RedrivesRemotely, Watchable):
             body: dict[str, Any] = {"receipts": [settles[i].receipt for i in indexes]}
             if action == EXTEND:
                 body["deadline"] = at
-            elif action == RELEASE:
+            elif action in (RELEASE, RETURN):
                 body.update(self._release_body(at, behind))
-            route = {ACK: "ack", EXTEND: "extend", RELEASE: "nack"}[action]
+            # The server's routes have no return: a returned lease goes back
+            # as a nack, its delivery counted.
+            route = {ACK: "ack", EXTEND: "extend", RELEASE: "nack", RETURN: "nack"}[action]
             d = self._settle(route, group, topic, body)
             for failure in d["failed"]:
                 error = failure["error"]

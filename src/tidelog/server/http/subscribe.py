@@ -22,7 +22,17 @@ answer, as miniqueue does, so a client may send several ahead.
 
 All subscribers of one queue group share a `Pump`: one task that applies
 every waiting answer and leases a record for every waiting subscriber in one
-trip to a worker thread, so the cost of a trip is shared by all of them.
+trip to the pumps' own thread, so the cost of a trip is shared by all of them.
+
+Each subscriber keeps the next record leased ahead while the client holds
+one (a prefetch of one: at most two leases a subscriber, the answer to the
+first applied in the same round as the lease of the one after). An ACK is
+answered with that record at once, without waiting for the ACK's commit; an
+error the ACK meets (a lease lost) then comes after that message. NACK, BACK
+and DACK change what is next, so the record leased ahead goes back to the
+front uncounted (the store's "return") in the round that applies the answer,
+and the next is leased after it. A record leased ahead goes back the same
+way when the client disconnects, and its lease is extended with the held one.
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ from starlette.websockets import WebSocket
 from ...config import check_name
 from ...errors import InvalidRequest, LeaseLost, TidelogError
 from ...queues import Delivery, Queue
+from ..runtime.threads import LoopThreads
 from .errors import status_for
 
 if TYPE_CHECKING:
@@ -55,23 +66,40 @@ ANSWER = "answer the message with ACK, NACK, BACK or DACK <seconds>"
 # A settle: (command, delivery, seconds for DACK). EXTEND is the server's own.
 Settle = tuple[str, Delivery, float | None]
 # The client's words as `Queue.settle_many`'s commands.
-_COMMANDS = {"ACK": "ack", "NACK": "nack", "BACK": "back", "DACK": "delay", "EXTEND": "extend"}
+# RETURN is the server's too: a record leased ahead that the client never saw.
+_COMMANDS = {
+    "ACK": "ack",
+    "NACK": "nack",
+    "BACK": "back",
+    "DACK": "delay",
+    "EXTEND": "extend",
+    "RETURN": "return",
+}
 
 
 class Pump:
     """Leases and settles for every WebSocket subscriber of one queue group."""
 
-    def __init__(self, ctx: Context, queue: Queue, dack_counts: DackCounts | None = None):
+    def __init__(
+        self,
+        ctx: Context,
+        queue: Queue,
+        dack_counts: DackCounts | None = None,
+        thread: LoopThreads | None = None,
+    ):
         self.ctx = ctx
         self.queue = queue
+        self.thread = thread  # where rounds run (None: the context's pool)
         self.users = 0
         self._settles: list[tuple[Settle, asyncio.Future]] = []
         self._waiting: deque[asyncio.Future] = deque()
+        self._takers: list[asyncio.Future] = []  # those the running round serves
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self.dack_counts = DackCounts() if dack_counts is None else dack_counts
         self.on_idle: Any = lambda pump: None
         self.held: dict[int, Delivery] = {}  # subscriber id -> the message it holds
+        self.ahead: dict[int, asyncio.Future] = {}  # subscriber id -> its next record, leased ahead
 
     def start(self) -> Pump:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="tidelog-pump")
@@ -80,7 +108,7 @@ class Pump:
     def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-        for fut in [f for _, f in self._settles] + list(self._waiting):
+        for fut in [f for _, f in self._settles] + list(self._waiting) + self._takers:
             if not fut.done():
                 fut.set_exception(ConnectionAbortedError("the server is stopping"))
 
@@ -102,19 +130,33 @@ class Pump:
         """Back to the front, for a subscriber that went away (nobody waits for the result)."""
         self.settle(("NACK", d, None)).add_done_callback(_ignore)
 
+    def unlease(self, d: Delivery) -> None:
+        """Back to the front uncounted: a record leased ahead that no client saw."""
+        self.settle(("RETURN", d, None)).add_done_callback(_ignore)
+
+    def unlease_ahead(self, ahead: asyncio.Future | None) -> None:
+        """Give back a subscriber's record leased ahead, or stop waiting for it
+        (a round that still leases it gives it back)."""
+        if ahead is None:
+            return
+        if not ahead.done():
+            ahead.cancel()
+        elif not ahead.cancelled() and ahead.exception() is None:
+            self.unlease(ahead.result())
+
     # the round -------------------------------------------------------------------
 
     def _round(self, settles: list[Settle], want: int) -> tuple[list[Any], list[Delivery], int | None]:
-        """On a worker thread: apply answers, then lease up to `want` records."""
+        """On the pumps' thread: apply answers, then lease up to `want` records
+        (each answer still succeeds or fails on its own)."""
         q = self.queue
-        # Every answer of the round in one store transaction (each one still
-        # succeeds or fails on its own).
         many = [
             (_COMMANDS[command], d, VISIBILITY_S if command == "EXTEND" else seconds)
             for command, d, seconds in settles
         ]
         try:
-            results: list[Any] = q.settle_many(many) if many else []
+            # One store transaction: the answers, then the leases.
+            results, got, next_due = q.settle_and_poll(many, want, VISIBILITY_S)
         except TidelogError:
             # One answer is bad (a DACK out of range): nothing was settled;
             # apply them one by one, so only that one fails.
@@ -124,7 +166,7 @@ class Pump:
                     results.append(q.settle_many([item])[0])
                 except TidelogError as e:
                     results.append(e)
-        got, next_due = q.poll(want, VISIBILITY_S) if want else ([], None)
+            got, next_due = q.poll(want, VISIBILITY_S) if want else ([], None)
         return results, got, next_due
 
     async def _run(self) -> None:
@@ -137,12 +179,14 @@ class Pump:
             self._wake.clear()
             while self._settles or self._waiting:
                 settles, self._settles = self._settles, []
-                while self._waiting and self._waiting[0].done():
-                    self._waiting.popleft()
-                want = sum(not f.done() for f in self._waiting)
+                # The round serves the subscribers waiting now, in order; one
+                # that asks meanwhile waits for the next round, so it never
+                # gets a record before the answers said meanwhile are applied.
+                takers = self._takers = [f for f in self._waiting if not f.done()]
+                self._waiting.clear()
                 seq = ctx.hub.seq
                 try:
-                    results, got, next_due = await ctx.run(self._round, [s for s, _ in settles], want)
+                    results, got, next_due = await self._trip([s for s, _ in settles], len(takers))
                 except Exception as e:  # the store failed: tell everyone in this round
                     log.exception("queue pump round failed")
                     for _, fut in settles:
@@ -155,14 +199,15 @@ class Pump:
                         self._count(command, d, result)
                         if not fut.done():
                             fut.set_result(result)
+                waiting = deque(takers)
                 for d in got:
-                    while self._waiting and self._waiting[0].done():
-                        self._waiting.popleft()
-                    if self._waiting:
-                        self._waiting.popleft().set_result(d)
-                    else:  # its subscriber left meanwhile
-                        self.release(d)
-                self._waiting = deque(f for f in self._waiting if not f.done())
+                    while waiting and waiting[0].done():
+                        waiting.popleft()
+                    if waiting:
+                        waiting.popleft().set_result(d)
+                    else:  # its subscriber left, or answered so that it must come later
+                        self.unlease(d)
+                self._waiting = deque(f for f in [*waiting, *self._waiting] if not f.done())
                 if got or self._settles or not self._waiting:
                     continue
                 # Someone waits and nothing is available: sleep until an append,
@@ -171,6 +216,11 @@ class Pump:
                 if next_due is not None:
                     pause = min(pause, max(0.001, (next_due - ctx.log.clock()) / 1000))
                 await self._sleep(seq, pause)
+
+    async def _trip(self, settles: list[Settle], want: int) -> tuple[list[Any], list[Delivery], int | None]:
+        if self.thread is None:
+            return await self.ctx.run(self._round, settles, want)
+        return await self.thread.run(self._round, settles, want)
 
     async def _sleep(self, seq: int, pause: float) -> None:
         hub = asyncio.ensure_future(self.ctx.hub.wait([(self.queue.topic, None)], seq, pause))
@@ -216,6 +266,11 @@ class DackCounts:
         return self._counts.get((queue.topic, queue.group, d.partition, d.offset), 0)
 
 
+def _leased(fut: asyncio.Future) -> bool:
+    """The future holds a delivery."""
+    return fut.done() and not fut.cancelled() and fut.exception() is None
+
+
 def _ignore(fut: asyncio.Future) -> None:
     if not fut.cancelled():
         fut.exception()
@@ -228,6 +283,10 @@ class Pumps:
         self.ctx = ctx
         self.running: dict[tuple[str, str], Pump] = {}
         self.dack_counts = DackCounts()
+        # Every round of every pump on one thread of their own: a record's
+        # chain (answer in, commit, next lease, out) waits for no pool, and
+        # the thread keeps one SQLite reader connection for the server's life.
+        self.thread = LoopThreads(1, "tidelog-pump")
 
     async def take(self, topic: str, group: str) -> Pump:
         key = (topic, group)
@@ -236,7 +295,7 @@ class Pumps:
             queue = await self.ctx.run(self.ctx.queue, topic, group)
             pump = self.running.get(key)  # another subscriber may have made it meanwhile
             if pump is None:
-                pump = self.running[key] = Pump(self.ctx, queue, self.dack_counts)
+                pump = self.running[key] = Pump(self.ctx, queue, self.dack_counts, self.thread)
                 pump.on_idle = self._ended
                 pump.start()
         pump.users += 1
@@ -256,19 +315,27 @@ class Pumps:
         """Server shutdown: messages held by connected clients go back to the front."""
         pumps = list(self.running.values())
         self.running.clear()
-        owed = [(p, [s[1] for s, _ in p._settles if s[0] == "NACK"] + list(p.held.values())) for p in pumps]
+        owed = [
+            (
+                p,
+                [(_COMMANDS[s[0]], s[1], None) for s, _ in p._settles if s[0] in ("NACK", "RETURN")]
+                + [("nack", d, None) for d in p.held.values()]
+                + [("return", f.result(), None) for f in p.ahead.values() if _leased(f)],
+            )
+            for p in pumps
+        ]
         for pump in pumps:
             pump.stop()
 
         def release() -> None:
-            for pump, deliveries in owed:
-                for d in deliveries:
-                    try:
-                        pump.queue.nack(d)
-                    except TidelogError:
-                        pass  # settled or expired meanwhile
+            for pump, settles in owed:
+                try:  # each may have been settled or expired meanwhile: a LeaseLost result
+                    pump.queue.settle_many(settles)
+                except TidelogError:
+                    pass
 
         await self.ctx.run(release)
+        await asyncio.get_running_loop().run_in_executor(None, self.thread.stop)
 
 
 # the socket ------------------------------------------------------------------------
@@ -364,6 +431,7 @@ class Subscriber:
         self.waiting = False  # True while no message is out (after INIT)
         self._waiter: asyncio.Future | None = None
         self._wants_command = False  # the main loop waits for a command, not a delivery
+        self.owed: deque[asyncio.Future] = deque()  # answers sent to the pump, not yet told
 
     def _wake(self, exc: BaseException | None = None) -> None:
         w = self._waiter
@@ -449,52 +517,82 @@ class Subscriber:
             reader.cancel()
 
     async def _serve(self, pump: Pump) -> None:
+        me = id(self)
+        ahead = pump.next()  # the first record
         answer: asyncio.Future | None = None
-        while True:
-            # Ask for the next record before the answer is applied: both go
-            # in the same round of the pump.
-            d = await self._next(pump, pump.next(), answer)
-            pump.held[id(self)] = d
-            await self.send(
-                {
+        try:
+            while True:
+                d = await self._next(pump, ahead, answer)
+                pump.held[me] = d
+                # Lease the one after now, in the round that applies this
+                # one's answer at the latest: an ACK is answered without
+                # waiting for its commit.
+                ahead = pump.ahead[me] = pump.next()
+                message = {
                     "msg": base64.b64encode(d.value).decode("ascii"),
                     "dackCount": pump.dack_count(d),
                     "partition": d.partition,
                     "offset": d.offset,
                     "deliveryCount": d.delivery_count,
                 }
-            )
-            answer = await self._answer(pump, d)
-            pump.held.pop(id(self), None)
+                try:
+                    await self.send(message)
+                except Gone:
+                    pump.held.pop(me, None)
+                    pump.release(d)
+                    raise
+                settle = await self._answer(pump, d)
+                ahead = pump.ahead[me]  # (a lost lease ahead was replaced)
+                if settle[0] != "ACK":
+                    # NACK, BACK and DACK change what comes next: the record
+                    # leased ahead goes back uncounted, then the next is
+                    # leased, all in the round that applies this answer.
+                    answer = pump.settle(settle)
+                    pump.unlease_ahead(ahead)
+                    ahead = pump.ahead[me] = pump.next()
+                else:
+                    answer = pump.settle(settle)
+                pump.held.pop(me, None)
+        finally:
+            pump.unlease_ahead(pump.ahead.pop(me, ahead))
 
     async def _next(self, pump: Pump, wanted: asyncio.Future, answer: asyncio.Future | None) -> Delivery:
-        """The next delivery, after reporting how the last answer went."""
+        """The next delivery; how the last answer went is told before it, or
+        (when the next was leased ahead and the answer is not applied yet) after it."""
+        self.waiting = True  # from here, what the client says is told "no message is out"
         try:
-            self.waiting = True  # from here, what the client says is told "no message is out"
             if answer is not None:
-                result = await answer
-                if isinstance(result, BaseException):
-                    await self.error(str(result))
+                self.owed.append(answer)
+            if not wanted.done():
+                # The next is not leased yet: the round that leases it applies
+                # the answers first, so they are told in order.
+                for owed in list(self.owed):
+                    await owed
+            await self._tell()
             while self.inbox and not self.channel.pipelined:  # said after its answer: an answer to nothing
                 text = self.inbox.popleft()
                 await self.error(f"no message is out yet: {text[:40]!r} changes nothing")
             if self.gone:
                 raise Gone
+            if wanted.done():
+                return wanted.result()  # leased ahead
             self._waiter = wanted  # a disconnect ends this wait
             try:
                 return await wanted
             finally:
-                self.waiting = False
                 self._waiter = None
-        except BaseException:
-            if not wanted.done():
-                wanted.cancel()
-            elif not wanted.cancelled() and wanted.exception() is None:
-                pump.release(wanted.result())
-            raise
+        finally:
+            self.waiting = False
 
-    async def _answer(self, pump: Pump, d: Delivery) -> asyncio.Future:
-        """Wait for ACK, NACK, BACK or DACK <s>; returns the settle's future."""
+    async def _tell(self) -> None:
+        """Report the errors of answers applied so far, in order."""
+        while self.owed and self.owed[0].done():
+            result = self.owed.popleft().result()
+            if isinstance(result, BaseException):
+                await self.error(str(result))
+
+    async def _answer(self, pump: Pump, d: Delivery) -> Settle:
+        """Wait for ACK, NACK, BACK or DACK <s>; returns it as a settle."""
         try:
             while True:
                 text = await self.command(timeout=EXTEND_EVERY_S)
@@ -504,17 +602,26 @@ class Subscriber:
                         await self.error(str(extended))
                     elif isinstance(extended, Delivery):
                         d = pump.held[id(self)] = extended
+                    await self._extend_ahead(pump)
                     continue
+                await self._tell()
                 try:
-                    settle = self._parse(text, d)
+                    return self._parse(text, d)
                 except InvalidRequest as e:
                     await self.error(str(e))
-                    continue
-                return pump.settle(settle)
         except Gone:
             pump.held.pop(id(self), None)
             pump.release(d)
             raise
+
+    async def _extend_ahead(self, pump: Pump) -> None:
+        """The record leased ahead keeps its lease while the client holds one."""
+        ahead = pump.ahead.get(id(self))
+        if ahead is None or not _leased(ahead):
+            return
+        extended = await pump.settle(("EXTEND", ahead.result(), None))
+        if isinstance(extended, BaseException):  # lost meanwhile: lease another
+            pump.ahead[id(self)] = pump.next()
 
     @staticmethod
     def _parse(text: str, d: Delivery) -> Settle:

@@ -15,7 +15,6 @@ notice a client that hangs up meanwhile.
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import logging
 import time
@@ -28,6 +27,7 @@ from ...log import Log
 from ...records import BatchSent
 from ...streams import Add, Streams
 from ..runtime.hub import AppendHub
+from ..runtime.threads import LoopThreads
 from .codec import OK, PONG, Push, RespError, encode, error, translate
 from .commands import COMMANDS, NO_AUTH, NO_REPLY, arity_error, text
 
@@ -141,7 +141,9 @@ class RespServer:
         self.streams = Streams(log)
         self.producer = log.producer()
         self.token = token or None
-        self.executor = ThreadPoolExecutor(8, thread_name_prefix="tidelog-resp")
+        # Store calls; a command's round trip to them is a queue put and one
+        # call_soon_threadsafe back (LoopThreads), not a pool's chained futures.
+        self.threads = LoopThreads(8, "tidelog-resp")
         self.connections: set[Connection] = set()
         self.handlers: set[asyncio.Task[Any]] = set()  # one a connection, awaited when we stop
         self.ids = itertools.count(1)
@@ -183,11 +185,11 @@ class RespServer:
         if self._own_hub:
             self.hub.stop()
         self.writer.close()
-        self.executor.shutdown(wait=False)
+        self.threads.stop(wait=False)
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run a blocking core call in the pool."""
-        return await self.loop.run_in_executor(self.executor, functools.partial(fn, *args))
+        return await self.threads.run(fn, *args)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Connection(self, reader, writer)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...errors import LeaseLost, UnknownGroup, UnknownTopic
-from ..base import ACK, EXTEND, RELEASE, AppendBatch, Leased, QueueStats, Settle
+from ..base import ACK, EXTEND, RELEASE, RETURN, AppendBatch, Leased, QueueStats, Settle
 from ..leasing import HeldKeys, Picking, to_park
 from .base import _APPEND, PostgresBase, _append_params, _PartitionGone, one, stored
 
@@ -161,6 +161,15 @@ UPDATE tidelog_queue_state SET due = %(due)s, receipt = NULL,
     seq = CASE WHEN %(behind)s THEN (
         SELECT coalesce(max(seq), 0) + 1 FROM tidelog_queue_state
         WHERE grp = %(grp)s AND pid = ANY(%(pids)s::bigint[]) AND due = %(due)s) ELSE 0 END
+WHERE grp = %(grp)s AND pid = %(pid)s AND "offset" = %(offset)s AND receipt = %(receipt)s
+  AND EXISTS (SELECT FROM g)
+"""
+
+# A lease that never reached a member: to the front, its delivery uncounted
+# (the group's row in share mode, as a release).
+_RETURN = """
+WITH g AS (SELECT FROM tidelog_queue_groups WHERE grp = %(grp)s AND topic_id = %(topic_id)s FOR SHARE)
+UPDATE tidelog_queue_state SET due = 0, receipt = NULL, seq = 0, deliveries = deliveries - 1
 WHERE grp = %(grp)s AND pid = %(pid)s AND "offset" = %(offset)s AND receipt = %(receipt)s
   AND EXISTS (SELECT FROM g)
 """
@@ -494,7 +503,7 @@ class PostgresQueues(PostgresBase):
                             "due": s.time,
                             "behind": s.behind,
                         }
-                        cur = conn.execute(_RELEASE, params)
+                        cur = conn.execute(_RETURN if s.action == RETURN else _RELEASE, params)
                     cursors.append(cur)
             # Why a receipt failed, told as the single call would have: the
             # state before the batch, carried forward through its successes.
@@ -507,6 +516,13 @@ class PostgresQueues(PostgresBase):
                         state[pid, s.offset] = (scanned, False, None, None)
                     elif s.action == RELEASE:
                         state[pid, s.offset] = (scanned, found, None, deliveries)
+                    elif s.action == RETURN:
+                        state[pid, s.offset] = (
+                            scanned,
+                            found,
+                            None,
+                            None if deliveries is None else deliveries - 1,
+                        )
                 elif s.action == ACK and not found and scanned is not None and s.offset <= scanned:
                     out.append(None)  # done already: acking twice is a no-op
                 else:

@@ -114,6 +114,7 @@ class SQLiteBase(PartitionIds):
         self.memory = path == ":memory:" or path == ""
         self._synchronous = "FULL" if durability == "full" else "NORMAL"
         self._lock = threading.RLock()
+        self._writing = False  # in `_write`'s transaction (the lock's holder alone reads it)
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._closed = False
@@ -186,12 +187,17 @@ class SQLiteBase(PartitionIds):
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One IMMEDIATE transaction on the writer connection."""
+        """One IMMEDIATE transaction on the writer connection. Inside another
+        on the same thread, it joins that one (which commits or rolls back)."""
         with self._lock:
             if self._closed:
                 raise StoreError("the store is closed")
             db = self._db
+            if self._writing:
+                yield db
+                return
             db.execute("BEGIN IMMEDIATE")
+            self._writing = True
             try:
                 yield db
                 db.execute("COMMIT")  # may fail too: a full disk shows here first
@@ -201,6 +207,8 @@ class SQLiteBase(PartitionIds):
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
+            finally:
+                self._writing = False
 
     def _migrate(self) -> None:
         with self._write() as db:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...errors import LeaseLost, UnknownGroup, UnknownTopic
-from ..base import ACK, EXTEND, RELEASE, AppendBatch, Leased, QueueStats, Settle
+from ..base import ACK, EXTEND, RELEASE, RETURN, AppendBatch, Leased, QueueStats, Settle
 from ..leasing import HeldKeys, Picking, to_park
 from .base import SQLiteBase
 
@@ -215,6 +215,41 @@ class SQLiteQueues(SQLiteBase):
                         next_due = row[0]
         return out, next_due
 
+    def queue_settle_receive(
+        self,
+        group: str,
+        topic: str,
+        settles: Sequence[Settle],
+        now: int,
+        limit: int,
+        lease_ms: int,
+        due_of: Callable[[int, bytes | None], int],
+        new_receipt: Callable[[], str],
+        *,
+        priority_of: Callable[[bytes | None], int] | None = None,
+        window: int = 0,
+        key_of: Callable[[bytes | None], bytes | None] | None = None,
+    ) -> tuple[list[LeaseLost | None], list[Leased], int | None]:
+        with self._write():  # the calls below join this one transaction
+            lost = self.queue_settle(group, topic, settles) if settles else []
+            leased, next_due = (
+                self.queue_receive(
+                    group,
+                    topic,
+                    now,
+                    limit,
+                    lease_ms,
+                    due_of,
+                    new_receipt,
+                    priority_of=priority_of,
+                    window=window,
+                    key_of=key_of,
+                )
+                if limit
+                else ([], None)
+            )
+        return lost, leased, next_due
+
     def _receive_next(
         self, group: str, pid: int, now: int, deadline: int, receipt: str, window: int
     ) -> Leased | None:
@@ -331,6 +366,12 @@ class SQLiteQueues(SQLiteBase):
                         "UPDATE queue_state SET due = ? "
                         "WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?",
                         (s.time, *key),
+                    )
+                elif s.action == RETURN:
+                    cur = db.execute(
+                        "UPDATE queue_state SET due = 0, receipt = NULL, seq = 0, deliveries = deliveries - 1 "
+                        "WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?",
+                        key,
                     )
                 elif s.behind:
                     # Behind every record of the group due at that time: one
