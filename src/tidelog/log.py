@@ -666,8 +666,9 @@ class Consumer:
         self._position: dict[tuple[str, int], int] = {}
 
     def _check(self, topic: str, partition: int) -> None:
-        check_name("topic", topic)
-        check_int("partition", partition, 0)
+        check_topic_name(topic)
+        if type(partition) is not int or partition < 0:
+            check_int("partition", partition, 0)
 
     def fetch(
         self,
@@ -682,7 +683,8 @@ class Consumer:
         `exclude_producer` skips records sent by that producer (a relay that
         reads a topic it also writes)."""
         self._check(topic, partition)
-        check_int("max_messages", max_messages, 1)
+        if type(max_messages) is not int or max_messages < 1:
+            check_int("max_messages", max_messages, 1)
         if exclude_producer is not None:
             check_name("producer", exclude_producer)
         tp = (topic, partition)

@@ -19,11 +19,14 @@ from ...errors import (
 from .. import statements
 from ..base import AppendBatch, GroupOffset, PartitionInfo, PartitionOffsets, Replayed, Row, TopicInfo
 from ..dialect import SQLITE
+from ..failures import translates_itself
 from .base import (
     _APPEND_ONE,
+    _APPEND_ONE_META,
     _LAST_ID,
     OFFSET_BITS,
     OFFSET_SPAN,
+    SQLITE_MISMATCH,
     WATCH_TICK_S,
     SQLiteBase,
     _now_ms,
@@ -186,13 +189,17 @@ class SQLiteLog(SQLiteBase):
                 out.append(PartitionOffsets(partition, last + 1 if first is None else first, last))
         return out
 
+    @translates_itself
     def append_one(
         self, topic: str, partition: int, timestamp: int, value: bytes | str, meta: bytes | None = None
     ) -> int:
         entry = self._pids.get(topic)
         for attempt in (0, 1):
             if entry is None or attempt or partition >= len(entry[1]):
-                pid = self._pid(topic, partition, refresh=attempt == 1)
+                try:
+                    pid = self._pid(topic, partition, refresh=attempt == 1)
+                except sqlite3.Error as e:
+                    raise store_failure(e, f"append to {topic!r}/{partition}") from e
             else:
                 pid = entry[1][partition]
             lo = pid << OFFSET_BITS
@@ -200,13 +207,18 @@ class SQLiteLog(SQLiteBase):
                 if self._closed:
                     raise StoreError("the store is closed")
                 try:
-                    cur = self._db.execute(_APPEND_ONE, (lo, pid, timestamp, value, meta))
+                    cur = self._db_cursor
+                    if meta is None:
+                        cur.execute(_APPEND_ONE, (lo, pid, timestamp, value))
+                    else:
+                        cur.execute(_APPEND_ONE_META, (lo, pid, timestamp, value, meta))
+                    return cur.lastrowid - lo  # type: ignore[operator]  # set by every INSERT
                 except UnicodeEncodeError:
                     raise InvalidValue("value is not valid Unicode (it holds a lone surrogate)") from None
                 except sqlite3.Error as e:
-                    raise store_failure(e, f"append to {topic!r}/{partition}") from e
-                if cur.rowcount == 1:
-                    return int(cur.lastrowid or 0) - lo
+                    # Errors sqlite3 raises itself (a closed cursor) carry no code.
+                    if getattr(e, "sqlite_errorcode", None) != SQLITE_MISMATCH:
+                        raise store_failure(e, f"append to {topic!r}/{partition}") from e
             # The partition row is gone: the topic was deleted (and maybe
             # recreated) by another process since we cached its pids.
         raise UnknownTopic(f"topic {topic!r} does not exist")
