@@ -17,7 +17,16 @@ from ...errors import (
     UnknownTopic,
 )
 from .. import statements
-from ..base import AppendBatch, GroupOffset, PartitionInfo, PartitionOffsets, Replayed, Row, TopicInfo
+from ..base import (
+    AppendBatch,
+    GroupOffset,
+    PartitionInfo,
+    PartitionOffsets,
+    Replayed,
+    Row,
+    RowT,
+    TopicInfo,
+)
 from ..dialect import SQLITE
 from ..failures import translates_itself
 from .base import (
@@ -262,13 +271,25 @@ class SQLiteLog(SQLiteBase):
         raise UnknownTopic(f"topic {gone.topic!r} does not exist")
 
     def read(self, topic: str, partition: int, after: int, limit: int) -> list[Row]:
+        return self._read_rows(None, topic, partition, after, limit)
+
+    def read_into(
+        self, make: Callable[[Row], RowT], topic: str, partition: int, after: int, limit: int
+    ) -> list[RowT]:
+        return self._read_rows(make, topic, partition, after, limit)
+
+    def _read_rows(
+        self, make: Callable[[Row], Any] | None, topic: str, partition: int, after: int, limit: int
+    ) -> list[Any]:
         pid = self._pid(topic, partition)
         lo = pid << OFFSET_BITS
         with self._read() as conn:
-            rows = conn.execute(
+            cur = conn.execute(
                 "SELECT id - ?1, ts, value, meta FROM records WHERE id > ?2 AND id < ?3 ORDER BY id LIMIT ?4",
                 (lo, lo + after, lo + OFFSET_SPAN, limit),
-            ).fetchall()
+            )
+            # From the cursor into `make`: each row tuple is freed at once.
+            rows = cur.fetchall() if make is None else list(map(make, cur))
             if not rows or rows[0][0] != after + 1:
                 # A gap: compaction (fine) or retention removed what was asked for.
                 self.check_start(conn, topic, partition, pid, after)
