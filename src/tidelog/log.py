@@ -10,7 +10,7 @@ import itertools
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple, TypeVar, overload
 
 from .config import MAX_PARTITIONS, TopicConfig, check_int, check_name, check_txn, parse_duration_ms
 from .errors import (
@@ -40,6 +40,7 @@ from .records import (
     encode_meta,
     encode_value,
     make_messages,
+    message_class,
 )
 from .retention import CleanReport, clean
 from .store.base import (
@@ -49,6 +50,7 @@ from .store.base import (
     GroupOffset,
     NamedConsumers,
     PartitionOffsets,
+    ReadsInto,
     Replayed,
     Row,
     Store,
@@ -66,6 +68,8 @@ MAX_BATCH = 100_000
 # query, so one query never holds more than a chunk in memory (and the http://
 # store's pages stay within the server's).
 READ_CHUNK = 10_000
+
+R = TypeVar("R", bound=tuple[Any, ...])
 
 
 def _wall_clock_ms() -> int:
@@ -339,7 +343,7 @@ class Log:
         check_int("partition", partition, 0)
         check_int("after", after, 0)
         check_int("limit", limit, 1)
-        return make_messages(topic, partition, read_rows(self.store, topic, partition, after, limit))
+        return read_messages(self.store, topic, partition, after, limit)
 
     def iter(
         self, topic: str, partition: int, after: int = 0, *, chunk: int = READ_CHUNK
@@ -621,11 +625,24 @@ def _check_size(topic: str, max_bytes: int, index: int, stored: bytes | str, met
 
 def read_rows(store: Store, topic: str, partition: int, after: int, limit: int) -> list[Row]:
     """Up to `limit` rows after `after`, asking the store a chunk at a time."""
-    rows = store.read(topic, partition, after, min(limit, READ_CHUNK))
+    return _chunked(lambda after, n: store.read(topic, partition, after, n), after, limit)
+
+
+def read_messages(store: Store, topic: str, partition: int, after: int, limit: int) -> list[Message]:
+    """`read_rows` as Messages; a store that can builds them as it reads."""
+    if not isinstance(store, ReadsInto):
+        return make_messages(topic, partition, read_rows(store, topic, partition, after, limit))
+    make = message_class(topic, partition)
+    return _chunked(lambda after, n: store.read_into(make, topic, partition, after, n), after, limit)
+
+
+def _chunked(read: Callable[[int, int], list[R]], after: int, limit: int) -> list[R]:
+    """Up to `limit` records after `after` from `read(after, n)`, `READ_CHUNK` at a time."""
+    rows = read(after, min(limit, READ_CHUNK))
     if limit <= READ_CHUNK or len(rows) < READ_CHUNK:
         return rows
     while len(rows) < limit:
-        got = store.read(topic, partition, rows[-1][0], min(limit - len(rows), READ_CHUNK))
+        got = read(rows[-1][0], min(limit - len(rows), READ_CHUNK))
         rows.extend(got)
         if len(got) < READ_CHUNK:
             break
@@ -666,8 +683,9 @@ class Consumer:
         self._position: dict[tuple[str, int], int] = {}
 
     def _check(self, topic: str, partition: int) -> None:
-        check_name("topic", topic)
-        check_int("partition", partition, 0)
+        check_topic_name(topic)
+        if type(partition) is not int or partition < 0:
+            check_int("partition", partition, 0)
 
     def fetch(
         self,
@@ -682,7 +700,8 @@ class Consumer:
         `exclude_producer` skips records sent by that producer (a relay that
         reads a topic it also writes)."""
         self._check(topic, partition)
-        check_int("max_messages", max_messages, 1)
+        if type(max_messages) is not int or max_messages < 1:
+            check_int("max_messages", max_messages, 1)
         if exclude_producer is not None:
             check_name("producer", exclude_producer)
         tp = (topic, partition)
@@ -690,20 +709,21 @@ class Consumer:
         if after is None:
             after = self.log.store.committed(self.group, topic, partition)
         try:
-            rows, self._position[tp] = self._read(topic, partition, after, max_messages, exclude_producer)
+            msgs, self._position[tp] = self._read(topic, partition, after, max_messages, exclude_producer)
         except OffsetOutOfRange as e:
             # Retention removed what this group would read next.
             after = reset_position(self.log.store, topic, partition, e, self.auto_reset)
-            rows, self._position[tp] = self._read(topic, partition, after, max_messages, exclude_producer)
-        return make_messages(topic, partition, rows)
+            msgs, self._position[tp] = self._read(topic, partition, after, max_messages, exclude_producer)
+        return msgs
 
     def _read(
         self, topic: str, partition: int, after: int, limit: int, exclude_producer: str | None
-    ) -> tuple[list[Row], int]:
+    ) -> tuple[list[Message], int]:
         if exclude_producer is None:
-            rows = read_rows(self.log.store, topic, partition, after, limit)
-            return rows, (rows[-1][0] if rows else after)
-        return _read_excluding(self.log.store, topic, partition, after, limit, exclude_producer)
+            msgs = read_messages(self.log.store, topic, partition, after, limit)
+            return msgs, (msgs[-1][0] if msgs else after)
+        rows, position = _read_excluding(self.log.store, topic, partition, after, limit, exclude_producer)
+        return make_messages(topic, partition, rows), position
 
     def position(self, topic: str, partition: int) -> int:
         """The offset the last fetch ended at (next fetch starts after it)."""

@@ -8,6 +8,7 @@ calls `notify` with no topic: "something changed, look again".
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -24,17 +25,29 @@ class AppendNotifier:
 
     def __init__(self, store: Any):
         self._store = store
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())
+        # Each append stores a new value from the counter (next() is atomic):
+        # no value is stored twice, so once a waiter has read the version,
+        # any later append leaves it different, whatever the threads' order.
+        self._versions = itertools.count(1)
         self._version = 0
+        self._waiting = 0  # threads inside `wait` (changed under the lock)
         self._listeners: list[Listener] = []
         self._watch_started = False
         self._lock = threading.Lock()
 
     def notify(self, topic: str | None = None, partition: int | None = None, last: int | None = None) -> None:
         """Tell waiters and listeners that `partition` of `topic` now ends at `last_offset`."""
-        with self._cond:
-            self._version += 1
-            self._cond.notify_all()
+        # A send with nobody waiting takes no lock. A waiter counts itself in,
+        # then compares the version, both under the lock: either it sees this
+        # new version, or it was counted before `_waiting` is read here and is
+        # woken under the lock, which it holds until it sleeps.
+        self._version = next(self._versions)
+        if self._waiting:
+            with self._cond:
+                self._cond.notify_all()
+        if not self._listeners:
+            return
         for listener in list(self._listeners):
             try:
                 listener(topic, partition, last)
@@ -63,11 +76,15 @@ class AppendNotifier:
         self._ensure_watch()
         deadline = time.monotonic() + timeout
         with self._cond:
-            while self._version == seen:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(left)
+            self._waiting += 1
+            try:
+                while self._version == seen:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+            finally:
+                self._waiting -= 1
             return self._version
 
     def _ensure_watch(self) -> None:

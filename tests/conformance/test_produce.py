@@ -307,6 +307,26 @@ def test_group_commit_is_all_or_nothing(store):
     log.close()
 
 
+def test_a_send_to_a_topic_deleted_elsewhere_writes_nothing(store):
+    log = store.open(auto_create=False)  # else the send would make "doomed" again
+    producer = log.producer()
+    log.create_topic("doomed", partitions=1)
+    producer.send("doomed", b"1", partition=0)  # its partition id is cached now
+    log.create_topic("later", partitions=1)  # a partition id past the doomed one's
+    producer.send("later", b"2", partition=0)
+    other = store.open()
+    try:
+        other.delete_topic("doomed")
+    finally:
+        other.close()
+    for kwargs in ({}, {"key": "k"}):  # a record without and with meta
+        with pytest.raises(tidelog.UnknownTopic, match="doomed"):
+            producer.send("doomed", b"3", partition=0, **kwargs)
+    assert [(m.offset, m.value) for m in log.read("later", 0)] == [(1, b"2")]
+    assert [t.name for t in log.topics()] == ["later"]
+    log.close()
+
+
 def test_text_with_nul_round_trips(log):
     producer = log.producer()
     producer.send("nul", "a\x00b")

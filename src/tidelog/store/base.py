@@ -22,12 +22,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from ..errors import LeaseLost
 
 # A record as a store returns it: (offset, timestamp, stored value, meta).
 Row = tuple[int, int, bytes | str, bytes | None]
+RowT = TypeVar("RowT")
 # A record as a cleaner scans it: (offset, timestamp, bytes, meta or None, value is JSON null).
 ScanRow = tuple[int, int, int, bytes | None, bool]
 # When a new record becomes due for queue groups: due_of(timestamp, meta) -> ms.
@@ -663,6 +664,19 @@ class SettlesAndReceives(Protocol):
         0: none) in one transaction: what the settles free or put in front
         is seen by the receive. Returns (lost, leased, next due)."""
         ...
+
+
+@runtime_checkable
+class ReadsInto(Protocol):
+    """A store that builds the caller's record objects as it reads (the core's
+    Message class): each row becomes `make(row)` as it leaves the driver, and
+    no list of plain rows is made and dropped on the way. SQLite, where a
+    fetch is bound by work per record in Python."""
+
+    def read_into(
+        self, make: Callable[[Row], RowT], topic: str, partition: int, after: int, limit: int
+    ) -> list[RowT]:
+        """`read`, each row passed through `make`."""
 
 
 @runtime_checkable

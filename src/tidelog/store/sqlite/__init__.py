@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from ..base import Cleanable, NamedConsumers, Reclaimable, Store, Transactional, Watchable
+from ..base import Cleanable, NamedConsumers, ReadsInto, Reclaimable, Store, Transactional, Watchable
 from ..failures import translate_errors
 from .base import SQLiteBase, path_from_url, store_failure
 from .consumers import SQLiteConsumers
@@ -35,6 +35,7 @@ class SQLiteStore(
     Watchable,
     Reclaimable,
     Transactional,
+    ReadsInto,
 ):
     """The Store protocol on one SQLite file (or :memory:)."""
 

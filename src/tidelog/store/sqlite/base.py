@@ -42,9 +42,19 @@ _LAST_ID = "max(coalesce((SELECT max(id) FROM records WHERE id BETWEEN ?1 AND ?1
 
 
 # One statement in autocommit: SQLite takes the write lock before it reads
-# the last offset, so concurrent appenders never collide. No row is inserted
-# when the partition is gone (its topic was deleted).
-_APPEND_ONE = f"INSERT INTO records(id, ts, value, meta) SELECT {_LAST_ID} + 1, ?3, ?4, ?5 FROM partitions p WHERE p.id = ?2"
+# the last offset, so concurrent appenders never collide. A VALUES row, not
+# INSERT ... SELECT: an INSERT whose SELECT reads the table it inserts into
+# first copies the SELECT's rows to a temporary table (so it cannot read its
+# own writes), which cost more than the insert itself. When the partition is
+# gone (its topic was deleted) the id is a text that an INTEGER PRIMARY KEY
+# refuses (SQLITE_MISMATCH) and nothing is inserted; a NULL id would let SQLite
+# pick one in another partition's range. A record without meta binds no NULL
+# for it: sqlite3 looks for an adapter for every parameter that is not an int,
+# float or str, None included.
+_NEXT_ID = f"coalesce((SELECT {_LAST_ID} + 1 FROM partitions p WHERE p.id = ?2), 'partition gone')"
+_APPEND_ONE = f"INSERT INTO records(id, ts, value) VALUES ({_NEXT_ID}, ?3, ?4)"
+_APPEND_ONE_META = f"INSERT INTO records(id, ts, value, meta) VALUES ({_NEXT_ID}, ?3, ?4, ?5)"
+SQLITE_MISMATCH = 20  # "datatype mismatch": the id of an append to a partition that is gone
 
 
 SQLITE_FULL = 13  # "database or disk is full": the disk, or PRAGMA max_page_count
@@ -126,6 +136,9 @@ class SQLiteBase(PartitionIds):
             if not os.path.isdir(parent):
                 raise ConfigurationError(f"directory {parent!r} for the database does not exist")
         self._db = self._connect()
+        # One cursor for single statements on the writer (under the lock):
+        # `Connection.execute` makes and registers a new cursor each call.
+        self._db_cursor = self._db.cursor()
         self._migrate()
 
     def _connect(self) -> sqlite3.Connection:

@@ -17,13 +17,25 @@ from ...errors import (
     UnknownTopic,
 )
 from .. import statements
-from ..base import AppendBatch, GroupOffset, PartitionInfo, PartitionOffsets, Replayed, Row, TopicInfo
+from ..base import (
+    AppendBatch,
+    GroupOffset,
+    PartitionInfo,
+    PartitionOffsets,
+    Replayed,
+    Row,
+    RowT,
+    TopicInfo,
+)
 from ..dialect import SQLITE
+from ..failures import translates_itself
 from .base import (
     _APPEND_ONE,
+    _APPEND_ONE_META,
     _LAST_ID,
     OFFSET_BITS,
     OFFSET_SPAN,
+    SQLITE_MISMATCH,
     WATCH_TICK_S,
     SQLiteBase,
     _now_ms,
@@ -186,13 +198,17 @@ class SQLiteLog(SQLiteBase):
                 out.append(PartitionOffsets(partition, last + 1 if first is None else first, last))
         return out
 
+    @translates_itself
     def append_one(
         self, topic: str, partition: int, timestamp: int, value: bytes | str, meta: bytes | None = None
     ) -> int:
         entry = self._pids.get(topic)
         for attempt in (0, 1):
             if entry is None or attempt or partition >= len(entry[1]):
-                pid = self._pid(topic, partition, refresh=attempt == 1)
+                try:
+                    pid = self._pid(topic, partition, refresh=attempt == 1)
+                except sqlite3.Error as e:
+                    raise store_failure(e, f"append to {topic!r}/{partition}") from e
             else:
                 pid = entry[1][partition]
             lo = pid << OFFSET_BITS
@@ -200,13 +216,18 @@ class SQLiteLog(SQLiteBase):
                 if self._closed:
                     raise StoreError("the store is closed")
                 try:
-                    cur = self._db.execute(_APPEND_ONE, (lo, pid, timestamp, value, meta))
+                    cur = self._db_cursor
+                    if meta is None:
+                        cur.execute(_APPEND_ONE, (lo, pid, timestamp, value))
+                    else:
+                        cur.execute(_APPEND_ONE_META, (lo, pid, timestamp, value, meta))
+                    return cur.lastrowid - lo  # type: ignore[operator]  # set by every INSERT
                 except UnicodeEncodeError:
                     raise InvalidValue("value is not valid Unicode (it holds a lone surrogate)") from None
                 except sqlite3.Error as e:
-                    raise store_failure(e, f"append to {topic!r}/{partition}") from e
-                if cur.rowcount == 1:
-                    return int(cur.lastrowid or 0) - lo
+                    # Errors sqlite3 raises itself (a closed cursor) carry no code.
+                    if getattr(e, "sqlite_errorcode", None) != SQLITE_MISMATCH:
+                        raise store_failure(e, f"append to {topic!r}/{partition}") from e
             # The partition row is gone: the topic was deleted (and maybe
             # recreated) by another process since we cached its pids.
         raise UnknownTopic(f"topic {topic!r} does not exist")
@@ -250,13 +271,25 @@ class SQLiteLog(SQLiteBase):
         raise UnknownTopic(f"topic {gone.topic!r} does not exist")
 
     def read(self, topic: str, partition: int, after: int, limit: int) -> list[Row]:
+        return self._read_rows(None, topic, partition, after, limit)
+
+    def read_into(
+        self, make: Callable[[Row], RowT], topic: str, partition: int, after: int, limit: int
+    ) -> list[RowT]:
+        return self._read_rows(make, topic, partition, after, limit)
+
+    def _read_rows(
+        self, make: Callable[[Row], Any] | None, topic: str, partition: int, after: int, limit: int
+    ) -> list[Any]:
         pid = self._pid(topic, partition)
         lo = pid << OFFSET_BITS
         with self._read() as conn:
-            rows = conn.execute(
+            cur = conn.execute(
                 "SELECT id - ?1, ts, value, meta FROM records WHERE id > ?2 AND id < ?3 ORDER BY id LIMIT ?4",
                 (lo, lo + after, lo + OFFSET_SPAN, limit),
-            ).fetchall()
+            )
+            # From the cursor into `make`: each row tuple is freed at once.
+            rows = cur.fetchall() if make is None else list(map(make, cur))
             if not rows or rows[0][0] != after + 1:
                 # A gap: compaction (fine) or retention removed what was asked for.
                 self.check_start(conn, topic, partition, pid, after)
