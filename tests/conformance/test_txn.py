@@ -135,7 +135,9 @@ def test_write_stream_to_two_topics_is_refused_and_writes_nothing(log):
     assert snapshot(log) == before
 
 
-def test_two_streams_naming_partitions_in_opposite_orders_both_commit(store, log):
+def test_two_streams_naming_partitions_in_opposite_orders_both_commit(store, log, api):
+    if api == "async":
+        pytest.skip("the async API's test bridge runs one call at a time: the two streams would wait for it")
     # A store that locks partitions as batches name them would let these two
     # wait for each other in a cycle; the second waits for the first instead.
     log.create_topic("s", partitions=2)
