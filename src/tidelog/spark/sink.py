@@ -1,7 +1,8 @@
 """Format "tidelog" as a Spark sink, exactly once.
 
-Each Spark task appends its whole share in ONE idempotent `Log.write`
-named by what the task is: `spark:<query id>:<batch id>:<task partition>`
+Each Spark task appends its whole share in ONE idempotent transaction
+(`Log.write`, or `Log.write_stream` as its rows arrive) named by what the
+task is: `spark:<query id>:<batch id>:<task partition>`
 for a micro-batch (Spark hands the query and batch ids to tasks as local
 properties), `spark-write:<write id>:<task partition>` for a batch write
 (the id is drawn once when Spark plans the write). A micro-batch that Spark
