@@ -54,6 +54,7 @@ from .store.base import (
     Replayed,
     Row,
     Store,
+    StreamingAppend,
     TopicInfo,
 )
 from .topics import TopicCatalog, TopicDescription, check_partition, check_topic_name
@@ -306,6 +307,43 @@ class Log:
             self.catalog.forget(topic)
             self.catalog.ensure(topic)
         return True
+
+    def write_stream(self, batches: Iterable[Prepared], txn: str) -> list[BatchSent]:
+        """`write(list(batches), txn=txn)` for batches that arrive one by one.
+
+        On a store that can (`StreamingAppend`: SQLite) each batch is
+        appended as it arrives, inside the one transaction, so making the
+        next batch overlaps writing this one: a Spark task receives rows
+        while it writes. Elsewhere the batches are gathered and written as
+        `write` does. A replayed `txn` draws no batch. Every batch is of
+        one topic, and it exists (nothing may create a topic while the
+        transaction is open): make them with `Producer.prepare`.
+        """
+        check_txn(txn)
+        if not isinstance(self.store, StreamingAppend):
+            gathered = list(batches)
+            topics = sorted({b.topic for b in gathered})
+            if len(topics) > 1:
+                raise InvalidRequest(
+                    f"a streamed write goes to one topic, not {', '.join(map(repr, topics))}"
+                )
+            return self.write(gathered, txn=txn)
+        now = self.clock()
+        seen: list[tuple[str, int, int, int]] = []  # topic, partition, count, timestamp
+
+        def appends() -> Iterator[AppendBatch]:
+            for b in batches:
+                ts = now if b.timestamp is None else b.timestamp
+                seen.append((b.topic, b.partition, len(b.values), ts))
+                yield AppendBatch(b.topic, b.partition, ts, b.values, b.metas)
+
+        firsts = self.store.append_stream(appends(), txn)
+        if isinstance(firsts, Replayed):
+            return [BatchSent(t, p, f, n, firsts.timestamp) for t, p, f, n in firsts.batches]
+        sent = [BatchSent(t, p, f, n, ts) for (t, p, n, ts), f in zip(seen, firsts)]
+        for s in sent:
+            self.notifier.notify(s.topic, s.partition, s.last_offset)
+        return sent
 
     def listen(self, listener: Listener) -> Callable[[], None]:
         """Call `listener(topic, partition, last_offset)` after appends.

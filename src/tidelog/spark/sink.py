@@ -1,7 +1,8 @@
 """Format "tidelog" as a Spark sink, exactly once.
 
-Each Spark task appends its whole share in ONE idempotent `Log.write`
-named by what the task is: `spark:<query id>:<batch id>:<task partition>`
+Each Spark task appends its whole share in ONE idempotent transaction
+(`Log.write`, or `Log.write_stream` as its rows arrive) named by what the
+task is: `spark:<query id>:<batch id>:<task partition>`
 for a micro-batch (Spark hands the query and batch ids to tasks as local
 properties), `spark-write:<write id>:<task partition>` for a batch write
 (the id is drawn once when Spark plans the write). A micro-batch that Spark
@@ -19,9 +20,12 @@ shuffles are by hash). A query whose output per task is not deterministic
 
 from __future__ import annotations
 
+import queue
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import chain
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -43,7 +47,7 @@ from pyspark.sql.types import (
 from ..errors import ConfigurationError, InvalidValue, UnknownTopic
 from ..log import Log, Producer
 from ..partitioner import partition_for_key
-from ..records import NewRecord, Prepared, encode_key
+from ..records import BatchSent, NewRecord, Prepared, encode_key
 from . import urls
 from .options import SinkOptions
 
@@ -148,23 +152,92 @@ class StreamWriter(DataSourceStreamArrowWriter):
 def write_task(
     options: SinkOptions, batches: Iterator[pa.RecordBatch], txn: str, cluster: bool = False
 ) -> Written:
-    """Encode a task's rows and append them in one idempotent write."""
+    """Encode a task's rows and append them in one idempotent write.
+
+    Rows for the option topic are written while Spark still hands rows
+    over: this thread receives and encodes them, a writer thread appends
+    them as they come inside one transaction (`Log.write_stream`). A task
+    whose writer waits for the store (SQLite's one writer, the topic's
+    partitions on PostgreSQL, held by the task before it) goes on
+    receiving, so its rows are in hand when its turn comes; the task
+    that writes overlaps the JVM making the next Arrow batch with the
+    store writing this one. Gathering first and then writing left each
+    task's conversion and the other task's write one after the other.
+    Rows that name their own topics are gathered first, as one of them
+    may have to be created, which cannot happen inside the open
+    transaction.
+    """
     log = urls.open_log(options.url, cluster)
     try:
         producer = log.producer()
-        prepared: list[Prepared] = []
-        for batch in batches:
-            if batch.num_rows:
-                prepared.extend(_prepare(log, producer, options, batch))
-        if not prepared:
+        rows = (batch for batch in batches if batch.num_rows)
+        first = next(rows, None)
+        if first is None:
             return Written(txn, 0)
-        sent = log.write(prepared, txn=txn)
+        counts: dict[str, int] = {}
+        if "topic" in first.schema.names:
+            prepared = [p for b in chain([first], rows) for p in _prepare(log, producer, options, b, counts)]
+            sent = log.write(prepared, txn=txn)
+        else:
+            assert options.topic is not None  # check_schema made sure
+            counts[options.topic] = _partition_count(log, options.topic)  # exists before the write opens
+            # The first batch is encoded here, before the writer starts: it fills the topic cache.
+            encoded = (_prepare(log, producer, options, b, counts) for b in chain([first], rows))
+            sent = _write_while_receiving(log, txn, encoded, rows)
         return Written(txn, sum(s.count for s in sent))
     finally:
         log.close()
 
 
-def _prepare(log: Log, producer: Producer, options: SinkOptions, batch: pa.RecordBatch) -> list[Prepared]:
+_END = object()
+
+
+def _write_while_receiving(
+    log: Log, txn: str, encoded: Iterator[list[Prepared]], rest: Iterator[pa.RecordBatch]
+) -> list[BatchSent]:
+    """`log.write_stream` on a writer thread, fed from this one as batches arrive."""
+    handoff: queue.SimpleQueue[object] = queue.SimpleQueue()
+    outcome: list[list[BatchSent]] = []
+    failure: list[BaseException] = []
+
+    def handed() -> Iterator[Prepared]:
+        while (item := handoff.get()) is not _END:
+            if isinstance(item, BaseException):
+                raise item  # this thread failed: the writer's transaction rolls back
+            yield from item  # type: ignore[misc]  # lists of Prepared, put below
+
+    def write() -> None:
+        try:
+            outcome.append(log.write_stream(handed(), txn))
+        except BaseException as e:
+            failure.append(e)
+
+    handoff.put(next(encoded))
+    writer = threading.Thread(target=write, name="tidelog-sink-writer", daemon=True)
+    writer.start()
+    try:
+        for prepared in encoded:
+            handoff.put(prepared)
+            if not writer.is_alive():
+                break  # failed, or found its txn written by an earlier run
+    except BaseException as e:
+        handoff.put(e)
+        writer.join()
+        raise
+    handoff.put(_END)
+    writer.join()
+    if failure:
+        raise failure[0]
+    for _ in rest:
+        pass  # a replayed txn drew no batch; Spark still hands the task's rows over
+    return outcome[0]
+
+
+def _prepare(
+    log: Log, producer: Producer, options: SinkOptions, batch: pa.RecordBatch, counts: dict[str, int]
+) -> list[Prepared]:
+    """A batch's rows as prepared batches, one per (topic, partition);
+    `counts` caches partition counts across the task's batches."""
     names = batch.schema.names
     values = batch.column("value").to_pylist()
     if None in values:
@@ -178,7 +251,6 @@ def _prepare(log: Log, producer: Producer, options: SinkOptions, batch: pa.Recor
     headers = batch.column("headers").to_pylist() if "headers" in names else [None] * n
     partitions = batch.column("partition").to_pylist() if "partition" in names else [None] * n
     topics = batch.column("topic").to_pylist() if "topic" in names else [None] * n
-    counts: dict[str, int] = {}
     groups: dict[tuple[str, int | None], list[NewRecord]] = {}
     for value, key, hdrs, partition, topic in zip(values, keys, headers, partitions, topics):
         topic = topic or options.topic

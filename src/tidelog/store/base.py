@@ -14,12 +14,12 @@ encodes them.
 The contract is split by role (`LogStore`, `GroupStore`, `QueueStore`,
 composed into `Store`); what only some stores offer is a runtime-checkable
 capability (`NamedConsumers`, `Cleanable`, `CleansRemotely`, `RedrivesRemotely`,
-`Watchable`, `Reclaimable`), tested with `isinstance`.
+`Watchable`, `Reclaimable`, `StreamingAppend`), tested with `isinstance`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
@@ -677,6 +677,24 @@ class ReadsInto(Protocol):
         self, make: Callable[[Row], RowT], topic: str, partition: int, after: int, limit: int
     ) -> list[RowT]:
         """`read`, each row passed through `make`."""
+
+
+@runtime_checkable
+class StreamingAppend(Protocol):
+    """A store that appends batches of one topic as they arrive, inside one transaction."""
+
+    def append_stream(self, batches: Iterable[AppendBatch], txn: str) -> list[int] | Replayed:
+        """`append_many(list(batches), txn)`, but each batch is appended as the
+        iterator yields it, so whoever produces the next batch (a Spark task
+        receiving rows) works while this one is written. The transaction
+        begins before the first batch and commits after the last: all or
+        nothing, idempotent by `txn`. A recorded `txn` returns `Replayed`
+        without drawing a batch. Every batch is of one topic (InvalidRequest
+        otherwise, and nothing is written): a store may lock all of the
+        topic's partitions at the first batch, so that two streams naming
+        partitions in different orders never wait for each other in a cycle.
+        The iterator runs inside the transaction, so it must not write to
+        this store itself."""
 
 
 @runtime_checkable

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import psycopg  # present: .base refused to import without it
 from psycopg.types.json import Jsonb
 
 from ...errors import (
+    InvalidRequest,
     TopicConflict,
     UnknownTopic,
 )
@@ -46,6 +47,13 @@ from .base import (
     one,
     stored,
 )
+
+# A streamed write's lock on every partition of its topic, in pid order.
+_LOCK_TOPIC = """
+SELECT id FROM tidelog_partitions
+WHERE topic_id = (SELECT topic_id FROM tidelog_partitions WHERE id = %(pid)s)
+ORDER BY id FOR UPDATE
+"""
 
 _BEFORE = """
 WITH last AS (
@@ -303,6 +311,57 @@ class PostgresLog(PostgresBase):
                 "UPDATE tidelog_txns SET result = %s WHERE id = %s",
                 (Jsonb([batches[0].timestamp, done]), txn),
             )
+        return firsts
+
+    def append_stream(self, batches: Iterable[AppendBatch], txn: str) -> list[int] | Replayed:
+        # Every partition of the stream's topic is locked (in pid order) before
+        # the first batch is appended: batches may name partitions in any
+        # order, and two streams taking them one by one could wait for each
+        # other in a cycle. A second stream to the topic waits here whole.
+        # Held, the partitions cannot be deleted under us, so the appends go
+        # out in pipeline mode: the server inserts one batch while we encode
+        # the next, and the first offsets are read at the end.
+        cursors: list[psycopg.Cursor[Any]] = []
+        result: list[list[Any]] = []
+        stamp: int | None = None
+        with self._conn() as conn, conn.transaction():
+            claimed = conn.execute(
+                "INSERT INTO tidelog_txns (id, result, created) VALUES (%s, '[]', %s) "
+                "ON CONFLICT (id) DO NOTHING RETURNING 1",
+                (txn, _now_ms()),
+            ).fetchone()
+            if claimed is None:
+                ts, done = one(conn.execute("SELECT result FROM tidelog_txns WHERE id = %s", (txn,)))[0]
+                return Replayed(ts, [tuple(b) for b in done])
+            topic: str | None = None
+            held: set[int] = set()
+            with conn.pipeline():
+                for batch in batches:
+                    if topic is not None and batch.topic != topic:
+                        raise InvalidRequest(
+                            f"a streamed write goes to one topic: {topic!r}, then {batch.topic!r}"
+                        )
+                    params = _append_params(batch)
+                    params["pid"] = self._pid(batch.topic, batch.partition)
+                    if params["pid"] not in held:  # the first batch, or our cached pids were stale
+                        if topic is not None:
+                            params["pid"] = self._pid(batch.topic, batch.partition, refresh=True)
+                        held = {
+                            row[0] for row in conn.execute(_LOCK_TOPIC, {"pid": params["pid"]}).fetchall()
+                        }
+                        if params["pid"] not in held:
+                            raise UnknownTopic(f"topic {batch.topic!r} does not exist")
+                        topic = batch.topic
+                    cursors.append(conn.execute(_APPEND, params))
+                    stamp = batch.timestamp if stamp is None else stamp
+                    result.append([batch.topic, batch.partition, 0, len(batch.values)])
+            if not cursors:
+                conn.execute("DELETE FROM tidelog_txns WHERE id = %s", (txn,))
+                return []
+            firsts = [one(cur)[0] for cur in cursors]
+            for done, first in zip(result, firsts):
+                done[2] = first
+            conn.execute("UPDATE tidelog_txns SET result = %s WHERE id = %s", (Jsonb([stamp, result]), txn))
         return firsts
 
     def read(self, topic: str, partition: int, after: int, limit: int) -> list[Row]:

@@ -6,11 +6,12 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from typing import Any
 
 from ...errors import (
+    InvalidRequest,
     InvalidValue,
     StoreError,
     TopicConflict,
@@ -269,6 +270,41 @@ class SQLiteLog(SQLiteBase):
             except sqlite3.Error as e:
                 raise store_failure(e, "append") from e
         raise UnknownTopic(f"topic {gone.topic!r} does not exist")
+
+    def append_stream(self, batches: Iterable[AppendBatch], txn: str) -> list[int] | Replayed:
+        try:
+            with self._write() as db:
+                row = db.execute("SELECT result FROM txns WHERE id = ?", (txn,)).fetchone()
+                if row is not None:
+                    ts, done = json.loads(row[0])
+                    return Replayed(ts, [tuple(b) for b in done])
+                firsts: list[int] = []
+                result: list[list[Any]] = []
+                stamp = None
+                for batch in batches:
+                    if result and batch.topic != result[0][0]:
+                        raise InvalidRequest(
+                            f"a streamed write goes to one topic: {result[0][0]!r}, then {batch.topic!r}"
+                        )
+                    first = self._append_in(db, self._pid(batch.topic, batch.partition), batch)
+                    if first is None:  # deleted since we cached its id: look once more
+                        pid = self._pid(batch.topic, batch.partition, refresh=True)
+                        first = self._append_in(db, pid, batch)
+                        if first is None:
+                            raise UnknownTopic(f"topic {batch.topic!r} does not exist")
+                    stamp = batch.timestamp if stamp is None else stamp
+                    firsts.append(first)
+                    result.append([batch.topic, batch.partition, first, len(batch.values)])
+                if firsts:
+                    db.execute(
+                        "INSERT INTO txns(id, result, created) VALUES (?, ?, ?)",
+                        (txn, json.dumps([stamp, result]), _now_ms()),
+                    )
+                return firsts
+        except UnicodeEncodeError:
+            raise InvalidValue("a value is not valid Unicode (it holds a lone surrogate)") from None
+        except sqlite3.Error as e:
+            raise store_failure(e, "append") from e
 
     def read(self, topic: str, partition: int, after: int, limit: int) -> list[Row]:
         return self._read_rows(None, topic, partition, after, limit)
