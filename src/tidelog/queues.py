@@ -452,6 +452,14 @@ class Queue:
             raise InvalidRequest("visibility_timeout must be more than 0 seconds")
         return visibility
 
+    def _leasing(self) -> dict[str, Any]:
+        """How the store picks what to lease: by priority, and one record a key at a time when ordered."""
+        return {
+            "priority_of": _priority_of,
+            "window": PRIORITY_WINDOW,
+            "key_of": meta_key if self.ordering == "key" else None,
+        }
+
     def _receive_once(self, limit: int, lease_ms: int) -> tuple[list[Delivery], int | None]:
         out: list[Delivery] = []
         while True:
@@ -463,9 +471,7 @@ class Queue:
                 lease_ms,
                 _due_of,
                 _new_receipt,
-                priority_of=_priority_of,
-                window=PRIORITY_WINDOW,
-                key_of=meta_key if self.ordering == "key" else None,
+                **self._leasing(),
             )
             got, dead = self._deliveries(leased)
             out += got
@@ -641,9 +647,7 @@ class Queue:
             lease_ms,
             _due_of,
             _new_receipt,
-            priority_of=_priority_of,
-            window=PRIORITY_WINDOW,
-            key_of=meta_key if self.ordering == "key" else None,
+            **self._leasing(),
         )
         got, dead = self._deliveries(leased)
         if dead and len(got) < max_messages:
