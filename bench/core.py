@@ -67,11 +67,16 @@ def raw_single(path: str, n: int) -> float:
     return n / elapsed
 
 
-def raw_read(path: str, n: int) -> float:
-    conn = raw_conn(path)
+def fill(conn: sqlite3.Connection, n: int) -> None:
+    """`n` records in one transaction, for the read baselines."""
     conn.execute("BEGIN")
     conn.executemany("INSERT INTO t (ts, value) VALUES (?, ?)", [(now_ms(), VALUE)] * n)
     conn.execute("COMMIT")
+
+
+def raw_read(path: str, n: int) -> float:
+    conn = raw_conn(path)
+    fill(conn, n)
     start = time.perf_counter()
     after = 0
     while True:
@@ -96,9 +101,7 @@ def raw_read_commit(path: str, n: int) -> float:
         "CREATE TABLE offsets (grp TEXT NOT NULL, pid INTEGER NOT NULL, committed INTEGER NOT NULL, "
         "PRIMARY KEY (grp, pid)) WITHOUT ROWID"
     )
-    conn.execute("BEGIN")
-    conn.executemany("INSERT INTO t (ts, value) VALUES (?, ?)", [(now_ms(), VALUE)] * n)
-    conn.execute("COMMIT")
+    fill(conn, n)
     start = time.perf_counter()
     after = 0
     while True:
