@@ -289,14 +289,9 @@ class Log:
             if not self._remake({b.topic for b in batches}):
                 raise
             firsts = append()
-        if isinstance(firsts, Replayed):
-            return [BatchSent(t, p, f, n, firsts.timestamp) for t, p, f, n in firsts.batches]
-        sent = [
-            BatchSent(b.topic, b.partition, f, len(b.values), ts) for b, f, ts in zip(batches, firsts, stamps)
-        ]
-        for s in sent:
-            self.notifier.notify(s.topic, s.partition, s.last_offset)
-        return sent
+        return self._sent(
+            firsts, [(b.topic, b.partition, len(b.values), ts) for b, ts in zip(batches, stamps)]
+        )
 
     def _remake(self, topics: Iterable[str]) -> bool:
         """After the store found a cached topic gone: make the missing ones
@@ -311,7 +306,7 @@ class Log:
     def write_stream(self, batches: Iterable[Prepared], txn: str) -> list[BatchSent]:
         """`write(list(batches), txn=txn)` for batches that arrive one by one.
 
-        On a store that can (`StreamingAppend`: SQLite) each batch is
+        On a store that can (`StreamingAppend`: SQLite, PostgreSQL) each batch is
         appended as it arrives, inside the one transaction, so making the
         next batch overlaps writing this one: a Spark task receives rows
         while it writes. Elsewhere the batches are gathered and written as
@@ -337,10 +332,17 @@ class Log:
                 seen.append((b.topic, b.partition, len(b.values), ts))
                 yield AppendBatch(b.topic, b.partition, ts, b.values, b.metas)
 
-        firsts = self.store.append_stream(appends(), txn)
+        return self._sent(self.store.append_stream(appends(), txn), seen)
+
+    def _sent(
+        self, firsts: list[int] | Replayed, written: Iterable[tuple[str, int, int, int]]
+    ) -> list[BatchSent]:
+        """An append's answer as BatchSent, given each batch's (topic,
+        partition, count, timestamp); wakes the readers of what is new (a
+        replay wrote nothing, so it wakes nobody)."""
         if isinstance(firsts, Replayed):
             return [BatchSent(t, p, f, n, firsts.timestamp) for t, p, f, n in firsts.batches]
-        sent = [BatchSent(t, p, f, n, ts) for (t, p, n, ts), f in zip(seen, firsts)]
+        sent = [BatchSent(t, p, f, n, ts) for (t, p, n, ts), f in zip(written, firsts)]
         for s in sent:
             self.notifier.notify(s.topic, s.partition, s.last_offset)
         return sent

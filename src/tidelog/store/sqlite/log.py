@@ -241,14 +241,8 @@ class SQLiteLog(SQLiteBase):
             pids = [self._pid(b.topic, b.partition, refresh=attempt == 1) for b in batches]
             try:
                 with self._write() as db:
-                    if txn is not None:
-                        row = db.execute("SELECT result FROM txns WHERE id = ?", (txn,)).fetchone()
-                        if row is not None:
-                            ts, done = json.loads(row[0])
-                            if ts >= txn_since:
-                                return Replayed(ts, [tuple(b) for b in done])
-                            # Outside its window: this write takes the id over.
-                            db.execute("DELETE FROM txns WHERE id = ?", (txn,))
+                    if txn is not None and (replayed := _replayed(db, txn, txn_since)) is not None:
+                        return replayed
                     firsts = []
                     for batch, pid in zip(batches, pids):
                         first = self._append_in(db, pid, batch)
@@ -258,10 +252,7 @@ class SQLiteLog(SQLiteBase):
                         firsts.append(first)
                     if txn is not None:
                         done = [[b.topic, b.partition, f, len(b.values)] for b, f in zip(batches, firsts)]
-                        db.execute(
-                            "INSERT INTO txns(id, result, created) VALUES (?, ?, ?)",
-                            (txn, json.dumps([batches[0].timestamp, done]), _now_ms()),
-                        )
+                        _record(db, txn, batches[0].timestamp, done)
                 return firsts
             except _PartitionGone:
                 continue  # our cached pids were stale: look them up again once
@@ -274,10 +265,8 @@ class SQLiteLog(SQLiteBase):
     def append_stream(self, batches: Iterable[AppendBatch], txn: str) -> list[int] | Replayed:
         try:
             with self._write() as db:
-                row = db.execute("SELECT result FROM txns WHERE id = ?", (txn,)).fetchone()
-                if row is not None:
-                    ts, done = json.loads(row[0])
-                    return Replayed(ts, [tuple(b) for b in done])
+                if (replayed := _replayed(db, txn)) is not None:
+                    return replayed
                 firsts: list[int] = []
                 result: list[list[Any]] = []
                 stamp = None
@@ -296,10 +285,7 @@ class SQLiteLog(SQLiteBase):
                     firsts.append(first)
                     result.append([batch.topic, batch.partition, first, len(batch.values)])
                 if firsts:
-                    db.execute(
-                        "INSERT INTO txns(id, result, created) VALUES (?, ?, ?)",
-                        (txn, json.dumps([stamp, result]), _now_ms()),
-                    )
+                    _record(db, txn, stamp, result)
                 return firsts
         except UnicodeEncodeError:
             raise InvalidValue("a value is not valid Unicode (it holds a lone surrogate)") from None
@@ -394,3 +380,23 @@ class SQLiteLog(SQLiteBase):
     def groups(self) -> list[str]:
         with self._read() as conn:
             return statements.group_names(conn, SQLITE)
+
+
+def _replayed(db: sqlite3.Connection, txn: str, since: int = 0) -> Replayed | None:
+    """What the idempotent write `txn` appended, if it was recorded at `since`
+    or later; an older record is dropped (this write takes the id over)."""
+    row = db.execute("SELECT result FROM txns WHERE id = ?", (txn,)).fetchone()
+    if row is None:
+        return None
+    ts, done = json.loads(row[0])
+    if ts >= since:
+        return Replayed(ts, [tuple(b) for b in done])
+    db.execute("DELETE FROM txns WHERE id = ?", (txn,))
+    return None
+
+
+def _record(db: sqlite3.Connection, txn: str, stamp: int | None, done: list[list[Any]]) -> None:
+    """Remember what the idempotent write `txn` appended (in its transaction)."""
+    db.execute(
+        "INSERT INTO txns(id, result, created) VALUES (?, ?, ?)", (txn, json.dumps([stamp, done]), _now_ms())
+    )
