@@ -155,6 +155,37 @@ def test_batch_with_per_record_keys_and_headers(log):
     assert [m.headers for m in msgs] == [[("h", b"1")], [("default", b"yes")], [("default", b"yes")]]
 
 
+@pytest.mark.parametrize("size", [1, 99, 100, 101, 250, 1001])
+def test_batches_of_any_size_store_every_record_in_order(log, size):
+    # SQLite appends a batch a hundred rows a statement and the rest row by
+    # row: every size around that edge must store each record, in order,
+    # with its own key when it has one.
+    log.create_topic("orders", partitions=2)
+    producer = log.producer()
+    producer.send("orders", b"before", partition=1)
+    plain = [f"p{i}".encode() for i in range(size)]
+    keyed = [tidelog.NewRecord(f"k{i}", key=f"key{i}") if i % 3 else f"t{i}" for i in range(size)]
+    first = producer.send_batch("orders", plain, partition=0)
+    second = producer.send_batch("orders", keyed, partition=1)
+    assert (first.first_offset, first.count, second.first_offset, second.count) == (1, size, 2, size)
+    got = log.read("orders", 0, limit=size + 1)
+    assert [(m.offset, m.value) for m in got] == [(i + 1, v) for i, v in enumerate(plain)]
+    got = log.read("orders", 1, after=1, limit=size + 1)
+    assert [m.offset for m in got] == list(range(2, size + 2))
+    assert [m.data for m in got] == [f"k{i}" if i % 3 else f"t{i}" for i in range(size)]
+    assert [m.key for m in got] == [f"key{i}".encode() if i % 3 else None for i in range(size)]
+
+
+def test_a_bad_record_deep_in_a_large_batch_writes_none_of_it(log):
+    log.create_topic("orders", partitions=1)
+    before = snapshot(log)
+    values = ["ok"] * 250
+    values[180] = "\ud800"  # a lone surrogate: only binding it finds out
+    with pytest.raises(tidelog.InvalidValue):
+        log.producer().send_batch("orders", values)
+    assert snapshot(log) == before
+
+
 def test_unknown_partition_is_refused(log):
     log.create_topic("orders", partitions=2)
     before = snapshot(log)

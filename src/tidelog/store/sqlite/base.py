@@ -56,6 +56,23 @@ _APPEND_ONE = f"INSERT INTO records(id, ts, value) VALUES ({_NEXT_ID}, ?3, ?4)"
 _APPEND_ONE_META = f"INSERT INTO records(id, ts, value, meta) VALUES ({_NEXT_ID}, ?3, ?4, ?5)"
 SQLITE_MISMATCH = 20  # "datatype mismatch": the id of an append to a partition that is gone
 
+# A batch's records go in ROWS_PER_INSERT at a time: one statement of that
+# many VALUES rows, the first id and the timestamp bound once (?1, ?2), the
+# values (and metas) after them. Against executemany's statement a row it
+# costs about 40% less a record (1.6 s against 2.8 s a million in a bare
+# loop): the sqlite3 module's work per execution (binding, reset, and
+# letting the GIL go and taking it back around each step) is paid once a
+# hundred rows. The GIL matters as much as the time: a thread that wants it
+# back after every row waits up to the switch interval whenever another
+# thread of the process is busy in Python (the Spark sink's receiver).
+ROWS_PER_INSERT = 100
+_APPEND_ROWS = "INSERT INTO records(id, ts, value) VALUES " + ", ".join(
+    f"(?1 + {k}, ?2, ?{k + 3})" for k in range(ROWS_PER_INSERT)
+)
+_APPEND_ROWS_META = "INSERT INTO records(id, ts, value, meta) VALUES " + ", ".join(
+    f"(?1 + {k}, ?2, ?{k + 3}, ?{k + 3 + ROWS_PER_INSERT})" for k in range(ROWS_PER_INSERT)
+)
+
 
 SQLITE_FULL = 13  # "database or disk is full": the disk, or PRAGMA max_page_count
 
@@ -224,9 +241,16 @@ class SQLiteBase(PartitionIds):
                 self._writing = False
 
     def _migrate(self) -> None:
+        latest = schema.latest(self.dialect)
+        # Read without the write lock first: an up-to-date file (the usual
+        # case) needs nothing more, and opening it must not wait for another
+        # process's long write (a Spark task streaming its share), as a
+        # BEGIN IMMEDIATE would. Only a file that needs a migration takes
+        # the lock, and reads the version again under it.
+        if self._db.execute("PRAGMA user_version").fetchone()[0] == latest:
+            return
         with self._write() as db:
             current = db.execute("PRAGMA user_version").fetchone()[0]
-            latest = schema.latest(self.dialect)
             if current > latest:
                 raise ConfigurationError(
                     f"database {self.path!r} has schema version {current}, newer than this "
@@ -277,18 +301,33 @@ class SQLiteBase(PartitionIds):
         if row is None:
             return None
         first = row[0] + 1
-        n = len(batch.values)
-        ids = range(first, first + n)
-        if batch.metas is None:
-            db.executemany(
-                "INSERT INTO records(id, ts, value) VALUES (?, ?, ?)",
-                zip(ids, repeat(batch.timestamp, n), batch.values),
-            )
-        else:
-            db.executemany(
-                "INSERT INTO records(id, ts, value, meta) VALUES (?, ?, ?, ?)",
-                zip(ids, repeat(batch.timestamp, n), batch.values, batch.metas),
-            )
+        values, metas, ts = batch.values, batch.metas, batch.timestamp
+        n = len(values)
+        # Whole runs of ROWS_PER_INSERT rows go in one multi-row INSERT each;
+        # what is left, row by row.
+        whole = n - n % ROWS_PER_INSERT
+        if whole:
+            cur = db.cursor()
+            if metas is None:
+                for i in range(0, whole, ROWS_PER_INSERT):
+                    cur.execute(_APPEND_ROWS, (first + i, ts, *values[i : i + ROWS_PER_INSERT]))
+            else:
+                for i in range(0, whole, ROWS_PER_INSERT):
+                    j = i + ROWS_PER_INSERT
+                    cur.execute(_APPEND_ROWS_META, (first + i, ts, *values[i:j], *metas[i:j]))
+        if whole < n:
+            ids = range(first + whole, first + n)
+            rest = n - whole
+            if metas is None:
+                db.executemany(
+                    "INSERT INTO records(id, ts, value) VALUES (?, ?, ?)",
+                    zip(ids, repeat(ts, rest), values[whole:]),
+                )
+            else:
+                db.executemany(
+                    "INSERT INTO records(id, ts, value, meta) VALUES (?, ?, ?, ?)",
+                    zip(ids, repeat(ts, rest), values[whole:], metas[whole:]),
+                )
         return int(first) - lo
 
     def _bounds_check(
