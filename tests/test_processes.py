@@ -142,3 +142,33 @@ def test_killed_consumer_resumes_after_its_commit(tmp_path):
         assert committed % 7 == 0
         resumed = consumer.fetch("work", 0, max_messages=1)
         assert resumed[0].offset == committed + 1
+
+
+def test_opening_a_file_does_not_wait_for_another_writer(tmp_path):
+    # A Spark task streams its share in one long transaction; the next
+    # task's open (schema check included) must not queue behind it, or
+    # it receives nothing while the first one writes.
+    import sqlite3
+    import threading
+
+    path = str(tmp_path / "log.db")
+    with tidelog.open(path) as log:
+        log.create_topic("orders", partitions=2)
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # the write lock, held as a long write holds it
+    opened: list[list[str]] = []
+
+    def open_and_read() -> None:
+        with tidelog.open(path) as log:
+            opened.append([t.name for t in log.topics()])
+
+    thread = threading.Thread(target=open_and_read, daemon=True)
+    thread.start()
+    thread.join(timeout=20)  # a blocked open would wait the 60 s busy timeout
+    try:
+        assert not thread.is_alive(), "tidelog.open waited for the other writer's lock"
+        assert opened == [["orders"]]
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+        thread.join()
