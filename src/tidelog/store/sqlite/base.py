@@ -14,10 +14,10 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from itertools import repeat
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...errors import (
     ConfigurationError,
@@ -66,13 +66,59 @@ SQLITE_MISMATCH = 20  # "datatype mismatch": the id of an append to a partition 
 # back after every row waits up to the switch interval whenever another
 # thread of the process is busy in Python (the Spark sink's receiver).
 ROWS_PER_INSERT = 100
-_APPEND_ROWS = "INSERT INTO records(id, ts, value) VALUES " + ", ".join(
-    f"(?1 + {k}, ?2, ?{k + 3})" for k in range(ROWS_PER_INSERT)
-)
-_APPEND_ROWS_META = "INSERT INTO records(id, ts, value, meta) VALUES " + ", ".join(
-    f"(?1 + {k}, ?2, ?{k + 3}, ?{k + 3 + ROWS_PER_INSERT})" for k in range(ROWS_PER_INSERT)
-)
 
+
+class RowInserts(NamedTuple):
+    """The INSERTs that put a batch's rows into one table (`records`, or a
+    streamed append's staging table): ROWS_PER_INSERT rows a statement
+    without and with meta, then a row a statement for what is left."""
+
+    rows: str
+    rows_meta: str
+    one: str
+    one_meta: str
+
+    @classmethod
+    def into(cls, table: str) -> RowInserts:
+        n = ROWS_PER_INSERT
+        rows = ", ".join(f"(?1 + {k}, ?2, ?{k + 3})" for k in range(n))
+        rows_meta = ", ".join(f"(?1 + {k}, ?2, ?{k + 3}, ?{k + 3 + n})" for k in range(n))
+        return cls(
+            f"INSERT INTO {table}(id, ts, value) VALUES {rows}",
+            f"INSERT INTO {table}(id, ts, value, meta) VALUES {rows_meta}",
+            f"INSERT INTO {table}(id, ts, value) VALUES (?, ?, ?)",
+            f"INSERT INTO {table}(id, ts, value, meta) VALUES (?, ?, ?, ?)",
+        )
+
+    def run(
+        self,
+        db: sqlite3.Connection,
+        first: int,
+        ts: int,
+        values: Sequence[bytes | str],
+        metas: Sequence[bytes | None] | None,
+    ) -> None:
+        """Insert `values` (and `metas`) with ids `first`, `first` + 1, ..."""
+        n = len(values)
+        whole = n - n % ROWS_PER_INSERT
+        if whole:
+            cur = db.cursor()
+            if metas is None:
+                for i in range(0, whole, ROWS_PER_INSERT):
+                    cur.execute(self.rows, (first + i, ts, *values[i : i + ROWS_PER_INSERT]))
+            else:
+                for i in range(0, whole, ROWS_PER_INSERT):
+                    j = i + ROWS_PER_INSERT
+                    cur.execute(self.rows_meta, (first + i, ts, *values[i:j], *metas[i:j]))
+        if whole < n:
+            ids = range(first + whole, first + n)
+            if metas is None:
+                db.executemany(self.one, zip(ids, repeat(ts, n - whole), values[whole:]))
+            else:
+                db.executemany(self.one_meta, zip(ids, repeat(ts, n - whole), values[whole:], metas[whole:]))
+
+
+RECORDS = RowInserts.into("records")
 
 SQLITE_FULL = 13  # "database or disk is full": the disk, or PRAGMA max_page_count
 
@@ -301,33 +347,7 @@ class SQLiteBase(PartitionIds):
         if row is None:
             return None
         first = row[0] + 1
-        values, metas, ts = batch.values, batch.metas, batch.timestamp
-        n = len(values)
-        # Whole runs of ROWS_PER_INSERT rows go in one multi-row INSERT each;
-        # what is left, row by row.
-        whole = n - n % ROWS_PER_INSERT
-        if whole:
-            cur = db.cursor()
-            if metas is None:
-                for i in range(0, whole, ROWS_PER_INSERT):
-                    cur.execute(_APPEND_ROWS, (first + i, ts, *values[i : i + ROWS_PER_INSERT]))
-            else:
-                for i in range(0, whole, ROWS_PER_INSERT):
-                    j = i + ROWS_PER_INSERT
-                    cur.execute(_APPEND_ROWS_META, (first + i, ts, *values[i:j], *metas[i:j]))
-        if whole < n:
-            ids = range(first + whole, first + n)
-            rest = n - whole
-            if metas is None:
-                db.executemany(
-                    "INSERT INTO records(id, ts, value) VALUES (?, ?, ?)",
-                    zip(ids, repeat(ts, rest), values[whole:]),
-                )
-            else:
-                db.executemany(
-                    "INSERT INTO records(id, ts, value, meta) VALUES (?, ?, ?, ?)",
-                    zip(ids, repeat(ts, rest), values[whole:], metas[whole:]),
-                )
+        RECORDS.run(db, first, batch.timestamp, batch.values, batch.metas)
         return int(first) - lo
 
     def _bounds_check(

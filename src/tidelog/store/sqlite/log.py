@@ -30,6 +30,7 @@ from ..base import (
 )
 from ..dialect import SQLITE
 from ..failures import translates_itself
+from . import streaming, txns
 from .base import (
     _APPEND_ONE,
     _APPEND_ONE_META,
@@ -241,7 +242,7 @@ class SQLiteLog(SQLiteBase):
             pids = [self._pid(b.topic, b.partition, refresh=attempt == 1) for b in batches]
             try:
                 with self._write() as db:
-                    if txn is not None and (replayed := _replayed(db, txn, txn_since)) is not None:
+                    if txn is not None and (replayed := txns.replayed(db, txn, txn_since)) is not None:
                         return replayed
                     firsts = []
                     for batch, pid in zip(batches, pids):
@@ -252,7 +253,7 @@ class SQLiteLog(SQLiteBase):
                         firsts.append(first)
                     if txn is not None:
                         done = [[b.topic, b.partition, f, len(b.values)] for b, f in zip(batches, firsts)]
-                        _record(db, txn, batches[0].timestamp, done)
+                        txns.record(db, txn, batches[0].timestamp, done)
                 return firsts
             except _PartitionGone:
                 continue  # our cached pids were stale: look them up again once
@@ -263,9 +264,16 @@ class SQLiteLog(SQLiteBase):
         raise UnknownTopic(f"topic {gone.topic!r} does not exist")
 
     def append_stream(self, batches: Iterable[AppendBatch], txn: str) -> list[int] | Replayed:
+        if not self.memory:  # a file: stage while another process writes (streaming.py)
+            try:
+                return streaming.append_stream(self, batches, txn)
+            except UnicodeEncodeError:
+                raise InvalidValue("a value is not valid Unicode (it holds a lone surrogate)") from None
+            except sqlite3.Error as e:
+                raise store_failure(e, "append") from e
         try:
             with self._write() as db:
-                if (replayed := _replayed(db, txn)) is not None:
+                if (replayed := txns.replayed(db, txn)) is not None:
                     return replayed
                 firsts: list[int] = []
                 result: list[list[Any]] = []
@@ -285,7 +293,7 @@ class SQLiteLog(SQLiteBase):
                     firsts.append(first)
                     result.append([batch.topic, batch.partition, first, len(batch.values)])
                 if firsts:
-                    _record(db, txn, stamp, result)
+                    txns.record(db, txn, stamp, result)
                 return firsts
         except UnicodeEncodeError:
             raise InvalidValue("a value is not valid Unicode (it holds a lone surrogate)") from None
@@ -380,23 +388,3 @@ class SQLiteLog(SQLiteBase):
     def groups(self) -> list[str]:
         with self._read() as conn:
             return statements.group_names(conn, SQLITE)
-
-
-def _replayed(db: sqlite3.Connection, txn: str, since: int = 0) -> Replayed | None:
-    """What the idempotent write `txn` appended, if it was recorded at `since`
-    or later; an older record is dropped (this write takes the id over)."""
-    row = db.execute("SELECT result FROM txns WHERE id = ?", (txn,)).fetchone()
-    if row is None:
-        return None
-    ts, done = json.loads(row[0])
-    if ts >= since:
-        return Replayed(ts, [tuple(b) for b in done])
-    db.execute("DELETE FROM txns WHERE id = ?", (txn,))
-    return None
-
-
-def _record(db: sqlite3.Connection, txn: str, stamp: int | None, done: list[list[Any]]) -> None:
-    """Remember what the idempotent write `txn` appended (in its transaction)."""
-    db.execute(
-        "INSERT INTO txns(id, result, created) VALUES (?, ?, ?)", (txn, json.dumps([stamp, done]), _now_ms())
-    )
