@@ -157,11 +157,13 @@ def write_task(
     Rows for the option topic are written while Spark still hands rows
     over: this thread receives and encodes them, a writer thread appends
     them as they come inside one transaction (`Log.write_stream`). A task
-    whose writer waits for the store (SQLite's one writer, the topic's
-    partitions on PostgreSQL, held by the task before it) goes on
-    receiving, so its rows are in hand when its turn comes; the task
-    that writes overlaps the JVM making the next Arrow batch with the
-    store writing this one. Gathering first and then writing left each
+    whose writer waits for the store (the topic's partitions on
+    PostgreSQL, held by the task before it) goes on receiving, so its
+    rows are in hand when its turn comes; on a SQLite file, where the
+    store has one writer, the waiting task's writer also stages them in
+    a table of its own and copies them in at once when its turn comes.
+    The task that writes overlaps the JVM making the next Arrow batch
+    with the store writing this one. Gathering first and then writing left each
     task's conversion and the other task's write one after the other.
     Rows that name their own topics are gathered first, as one of them
     may have to be created, which cannot happen inside the open

@@ -687,9 +687,14 @@ class StreamingAppend(Protocol):
         """`append_many(list(batches), txn)`, but each batch is appended as the
         iterator yields it, so whoever produces the next batch (a Spark task
         receiving rows) works while this one is written. The transaction
-        begins before the first batch and commits after the last: all or
-        nothing, idempotent by `txn`. A recorded `txn` returns `Replayed`
-        without drawing a batch. Every batch is of one topic (InvalidRequest
+        commits after the last batch: all or nothing, idempotent by `txn`.
+        It begins before the first batch, or, where the store has one
+        writer (a SQLite file) and another holds it, once that one is done:
+        until then the batches are staged aside and are drawn all the same.
+        A `txn` recorded before the call returns `Replayed` without drawing
+        a batch; one recorded meanwhile by the same write run elsewhere
+        returns `Replayed` too, and what was drawn is dropped. Every batch
+        is of one topic (InvalidRequest
         otherwise, and nothing is written): a store may lock all of the
         topic's partitions at the first batch, so that two streams naming
         partitions in different orders never wait for each other in a cycle.

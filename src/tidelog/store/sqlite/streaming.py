@@ -182,5 +182,5 @@ class _Stream:
             first = firsts[s.pid] + s.k0
             self.firsts.append(first)
             self.done.append([s.topic, s.partition, first, s.rows])
-        if self.staged:
-            self.conn.execute("DROP TABLE temp.staged")
+        # The staging table goes with the connection, after the commit:
+        # dropping it here would free its pages inside the lock.
