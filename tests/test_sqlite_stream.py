@@ -186,3 +186,14 @@ def test_the_same_txn_written_meanwhile_by_another_is_a_replay(log, path):
     assert [(s.partition, s.first_offset, s.count) for s in sent] == [(0, 1, 2), (1, 2, 1)]
     assert [m.value for m in log.read("s", 0)] == [b"a", b"b"]
     assert [m.value for m in log.read("s", 1)] == [b"before", b"c"]
+
+
+def test_a_closed_log_refuses_a_stream(path):
+    log = tidelog.open(path)
+    log.create_topic("s", partitions=1)
+    batch = log.producer().prepare("s", [b"x"])
+    log.close()
+    with pytest.raises(tidelog.StoreError, match="closed"):
+        log.write_stream(iter([batch]), txn="spark:q:7:0")
+    with tidelog.open(path) as again:
+        assert again.describe("s").records == 0

@@ -47,6 +47,8 @@ class _Staged(NamedTuple):
 
 def append_stream(log: SQLiteLog, batches: Iterable[AppendBatch], txn: str) -> list[int] | Replayed:
     """`SQLiteLog.append_stream` on a file."""
+    if log._closed:
+        raise StoreError("the store is closed")
     with log._read() as conn:
         if (done := txns.replayed(conn, txn)) is not None:
             return done  # recorded before we began: no batch drawn
