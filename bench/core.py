@@ -43,18 +43,25 @@ def now_ms() -> int:
 # baselines -------------------------------------------------------------------
 
 
-def raw_batch(path: str, n: int) -> float:
+def raw_batches(path: str, n: int, insert: Callable[[sqlite3.Connection, int, list[bytes]], None]) -> float:
+    """n records in transactions of BATCH, each batch put in by `insert`."""
     conn = raw_conn(path)
     values = [VALUE] * BATCH
     start = time.perf_counter()
     for _ in range(n // BATCH):
-        ts = now_ms()
         conn.execute("BEGIN")
-        conn.executemany("INSERT INTO t (ts, value) VALUES (?, ?)", [(ts, v) for v in values])
+        insert(conn, now_ms(), values)
         conn.execute("COMMIT")
     elapsed = time.perf_counter() - start
     conn.close()
     return n / elapsed
+
+
+def raw_batch(path: str, n: int) -> float:
+    def insert(conn: sqlite3.Connection, ts: int, values: list[bytes]) -> None:
+        conn.executemany("INSERT INTO t (ts, value) VALUES (?, ?)", [(ts, v) for v in values])
+
+    return raw_batches(path, n, insert)
 
 
 ROWS = 100  # what the SQLite store puts in one INSERT (store/sqlite/base.py)
@@ -63,18 +70,12 @@ RAW_ROWS = "INSERT INTO t (ts, value) VALUES " + ", ".join(f"(?1, ?{k + 2})" for
 
 def raw_batch_rows(path: str, n: int) -> float:
     """raw_batch with the store's own technique: ROWS rows a statement."""
-    conn = raw_conn(path)
-    values = [VALUE] * BATCH
-    start = time.perf_counter()
-    for _ in range(n // BATCH):
-        ts = now_ms()
-        conn.execute("BEGIN")
-        for i in range(0, BATCH, ROWS):
+
+    def insert(conn: sqlite3.Connection, ts: int, values: list[bytes]) -> None:
+        for i in range(0, len(values), ROWS):
             conn.execute(RAW_ROWS, (ts, *values[i : i + ROWS]))
-        conn.execute("COMMIT")
-    elapsed = time.perf_counter() - start
-    conn.close()
-    return n / elapsed
+
+    return raw_batches(path, n, insert)
 
 
 def raw_single(path: str, n: int) -> float:
