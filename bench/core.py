@@ -95,18 +95,26 @@ def fill(conn: sqlite3.Connection, n: int) -> None:
     conn.execute("COMMIT")
 
 
+def read_pages(
+    conn: sqlite3.Connection, select: str, upto: int | None = None, each: Callable[[int], None] | None = None
+) -> None:
+    """Read table t with `select` (its parameters: after, limit) a BATCH at
+    a time, until it ends or `upto` ids are read; `each(after)` after a page."""
+    after = 0
+    while upto is None or after < upto:
+        rows = conn.execute(select, (after, BATCH)).fetchall()
+        if not rows:
+            break
+        after = rows[-1][0]
+        if each is not None:
+            each(after)
+
+
 def raw_read(path: str, n: int) -> float:
     conn = raw_conn(path)
     fill(conn, n)
     start = time.perf_counter()
-    after = 0
-    while True:
-        rows = conn.execute(
-            "SELECT id, ts, value FROM t WHERE id > ? ORDER BY id LIMIT ?", (after, BATCH)
-        ).fetchall()
-        if not rows:
-            break
-        after = rows[-1][0]
+    read_pages(conn, "SELECT id, ts, value FROM t WHERE id > ? ORDER BY id LIMIT ?")
     elapsed = time.perf_counter() - start
     conn.close()
     return n / elapsed
@@ -123,19 +131,15 @@ def raw_read_commit(path: str, n: int) -> float:
         "PRIMARY KEY (grp, pid)) WITHOUT ROWID"
     )
     fill(conn, n)
-    start = time.perf_counter()
-    after = 0
-    while True:
-        rows = conn.execute(
-            "SELECT id, ts, value, meta FROM t WHERE id > ? ORDER BY id LIMIT ?", (after, BATCH)
-        ).fetchall()
-        if not rows:
-            break
-        after = rows[-1][0]
+
+    def commit(after: int) -> None:
         conn.execute(
             "INSERT INTO offsets VALUES ('g', 1, ?) ON CONFLICT(grp, pid) DO UPDATE SET committed = excluded.committed",
             (after,),
         )
+
+    start = time.perf_counter()
+    read_pages(conn, "SELECT id, ts, value, meta FROM t WHERE id > ? ORDER BY id LIMIT ?", each=commit)
     elapsed = time.perf_counter() - start
     conn.close()
     return n / elapsed

@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 import tidelog
-from core import BATCH, VALUE, now_ms, raw_conn
+from core import BATCH, VALUE, now_ms, raw_conn, read_pages
 
 STORED = 20_000  # records present before a read workload
 
@@ -42,14 +42,7 @@ def main(op: str, n: int) -> None:
             conn.execute("BEGIN")
             conn.executemany("INSERT INTO t (ts, value) VALUES (?, ?)", [(now_ms(), VALUE)] * STORED)
             conn.execute("COMMIT")
-            after = 0
-            while after < n:
-                rows = conn.execute(
-                    "SELECT id, ts, value FROM t WHERE id > ? ORDER BY id LIMIT ?", (after, BATCH)
-                ).fetchall()
-                if not rows:
-                    break
-                after = rows[-1][0]
+            read_pages(conn, "SELECT id, ts, value FROM t WHERE id > ? ORDER BY id LIMIT ?", upto=n)
         else:
             raise SystemExit(f"unknown workload {op!r}")
         return

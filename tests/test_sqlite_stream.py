@@ -197,3 +197,17 @@ def test_a_closed_log_refuses_a_stream(path):
         log.write_stream(iter([batch]), txn="spark:q:7:0")
     with tidelog.open(path) as again:
         assert again.describe("s").records == 0
+
+
+def test_a_stream_on_an_in_memory_log_appends_and_replays():
+    # :memory: has one connection and no other writer: the same stream,
+    # never staging, on the store's own connection.
+    with tidelog.open(":memory:") as log:
+        log.create_topic("s", partitions=2)
+        log.producer().send("s", b"before", partition=1)
+        sent = log.write_stream(batches(log, 3, drawn=[]), txn="spark:q:8:0")
+        assert [(s.partition, s.first_offset) for s in sent] == [(0, 1), (1, 2), (0, 151)]
+        assert stored(log) == expected(3)
+        drawn: list[int] = []
+        assert log.write_stream(batches(log, 3, drawn=drawn), txn="spark:q:8:0") == sent
+        assert drawn == [] and stored(log) == expected(3)

@@ -163,8 +163,9 @@ def write_task(
     store has one writer, the waiting task's writer also stages them in
     a table of its own and copies them in at once when its turn comes.
     The task that writes overlaps the JVM making the next Arrow batch
-    with the store writing this one. Gathering first and then writing left each
-    task's conversion and the other task's write one after the other.
+    with the store writing this one. Gathering first and then writing
+    left each task's conversion and the other task's write one after the
+    other.
     Rows that name their own topics are gathered first, as one of them
     may have to be created, which cannot happen inside the open
     transaction.

@@ -694,12 +694,11 @@ class StreamingAppend(Protocol):
         A `txn` recorded before the call returns `Replayed` without drawing
         a batch; one recorded meanwhile by the same write run elsewhere
         returns `Replayed` too, and what was drawn is dropped. Every batch
-        is of one topic (InvalidRequest
-        otherwise, and nothing is written): a store may lock all of the
-        topic's partitions at the first batch, so that two streams naming
-        partitions in different orders never wait for each other in a cycle.
-        The iterator runs inside the transaction, so it must not write to
-        this store itself."""
+        is of one topic (InvalidRequest otherwise, and nothing is written):
+        a store may lock all of the topic's partitions at the first batch,
+        so that two streams naming partitions in different orders never
+        wait for each other in a cycle. The iterator runs inside the
+        transaction, so it must not write to this store itself."""
 
 
 @runtime_checkable

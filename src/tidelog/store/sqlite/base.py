@@ -341,21 +341,27 @@ class SQLiteBase(PartitionIds):
             return self._load_pids(conn, topic)
 
     @staticmethod
+    def _last_id(db: sqlite3.Connection, pid: int) -> int | None:
+        """The id of the partition's last offset (`pid << 40` when it never
+        had one); None when the partition is gone (its topic was deleted)."""
+        row = db.execute(
+            f"SELECT {_LAST_ID} FROM partitions p WHERE p.id = ?2", (pid << OFFSET_BITS, pid)
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    @staticmethod
     def _append_in(db: sqlite3.Connection, pid: int, batch: AppendBatch) -> int | None:
-        lo = pid << OFFSET_BITS
-        row = db.execute(f"SELECT {_LAST_ID} FROM partitions p WHERE p.id = ?2", (lo, pid)).fetchone()
-        if row is None:
+        last = SQLiteBase._last_id(db, pid)
+        if last is None:
             return None
-        first = row[0] + 1
-        RECORDS.run(db, first, batch.timestamp, batch.values, batch.metas)
-        return int(first) - lo
+        RECORDS.run(db, last + 1, batch.timestamp, batch.values, batch.metas)
+        return last + 1 - (pid << OFFSET_BITS)
 
     def _bounds_check(
         self, conn: sqlite3.Connection, topic: str, partition: int, pid: int, offset: int
     ) -> None:
-        lo = pid << OFFSET_BITS
-        row = conn.execute(f"SELECT {_LAST_ID} FROM partitions p WHERE p.id = ?2", (lo, pid)).fetchone()
-        last = (row[0] - lo) if row else 0
+        top = self._last_id(conn, pid)
+        last = 0 if top is None else top - (pid << OFFSET_BITS)
         if offset > last:
             raise OffsetOutOfRange(
                 f"offset {offset} is past the end of {topic!r}/{partition} (last offset {last})",

@@ -11,7 +11,6 @@ from itertools import repeat
 from typing import Any
 
 from ...errors import (
-    InvalidRequest,
     InvalidValue,
     StoreError,
     TopicConflict,
@@ -264,37 +263,9 @@ class SQLiteLog(SQLiteBase):
         raise UnknownTopic(f"topic {gone.topic!r} does not exist")
 
     def append_stream(self, batches: Iterable[AppendBatch], txn: str) -> list[int] | Replayed:
-        if not self.memory:  # a file: stage while another process writes (streaming.py)
-            try:
-                return streaming.append_stream(self, batches, txn)
-            except UnicodeEncodeError:
-                raise InvalidValue("a value is not valid Unicode (it holds a lone surrogate)") from None
-            except sqlite3.Error as e:
-                raise store_failure(e, "append") from e
+        # On a file it stages while another process writes (streaming.py).
         try:
-            with self._write() as db:
-                if (replayed := txns.replayed(db, txn)) is not None:
-                    return replayed
-                firsts: list[int] = []
-                result: list[list[Any]] = []
-                stamp = None
-                for batch in batches:
-                    if result and batch.topic != result[0][0]:
-                        raise InvalidRequest(
-                            f"a streamed write goes to one topic: {result[0][0]!r}, then {batch.topic!r}"
-                        )
-                    first = self._append_in(db, self._pid(batch.topic, batch.partition), batch)
-                    if first is None:  # deleted since we cached its id: look once more
-                        pid = self._pid(batch.topic, batch.partition, refresh=True)
-                        first = self._append_in(db, pid, batch)
-                        if first is None:
-                            raise UnknownTopic(f"topic {batch.topic!r} does not exist")
-                    stamp = batch.timestamp if stamp is None else stamp
-                    firsts.append(first)
-                    result.append([batch.topic, batch.partition, first, len(batch.values)])
-                if firsts:
-                    txns.record(db, txn, stamp, result)
-                return firsts
+            return streaming.append_stream(self, batches, txn)
         except UnicodeEncodeError:
             raise InvalidValue("a value is not valid Unicode (it holds a lone surrogate)") from None
         except sqlite3.Error as e:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ...errors import InvalidRequest, StoreError, UnknownTopic
 from ..base import AppendBatch, Replayed
 from . import txns
-from .base import _LAST_ID, BUSY_TIMEOUT_S, OFFSET_BITS, RowInserts
+from .base import BUSY_TIMEOUT_S, OFFSET_BITS, RowInserts
 
 if TYPE_CHECKING:
     from .log import SQLiteLog
@@ -46,12 +46,17 @@ class _Staged(NamedTuple):
 
 
 def append_stream(log: SQLiteLog, batches: Iterable[AppendBatch], txn: str) -> list[int] | Replayed:
-    """`SQLiteLog.append_stream` on a file."""
+    """`SQLiteLog.append_stream`."""
     if log._closed:
         raise StoreError("the store is closed")
     with log._read() as conn:
         if (done := txns.replayed(conn, txn)) is not None:
             return done  # recorded before we began: no batch drawn
+    if log.memory:
+        # The one connection, held for the stream; nobody else can have
+        # the write lock of a private in-memory database, so nothing stages.
+        with log._lock:
+            return _Stream(log, log._db, txn).run(batches)
     conn = log._connect()
     try:
         conn.execute("PRAGMA busy_timeout=0")  # a taken lock answers at once; we wait our own way
@@ -162,24 +167,20 @@ class _Stream:
         for s in self.staged:
             if s.pid in firsts:
                 continue
-            pid, lo = s.pid, s.pid << OFFSET_BITS
-            row = self.conn.execute(
-                f"SELECT {_LAST_ID} FROM partitions p WHERE p.id = ?2", (lo, pid)
-            ).fetchone()
-            if row is None:  # deleted (and maybe made again) while we staged
+            pid = s.pid
+            last = self.log._last_id(self.conn, pid)
+            if last is None:  # deleted (and maybe made again) while we staged
                 pid = self.log._pid(s.topic, s.partition, refresh=True)
-                row = self.conn.execute(
-                    f"SELECT {_LAST_ID} FROM partitions p WHERE p.id = ?2", (pid << OFFSET_BITS, pid)
-                ).fetchone()
-                if row is None:
+                last = self.log._last_id(self.conn, pid)
+                if last is None:
                     raise UnknownTopic(f"topic {s.topic!r} does not exist")
-            first_id = row[0] + 1
+            lo = s.pid << OFFSET_BITS  # the staged rows' ids: lo + k
             self.conn.execute(
                 "INSERT INTO main.records(id, ts, value, meta) "
                 "SELECT id + ?1, ts, value, meta FROM temp.staged WHERE id BETWEEN ?2 AND ?3",
-                (first_id - lo, lo, lo + self.per_pid[s.pid] - 1),
+                (last + 1 - lo, lo, lo + self.per_pid[s.pid] - 1),
             )
-            firsts[s.pid] = first_id - (pid << OFFSET_BITS)
+            firsts[s.pid] = last + 1 - (pid << OFFSET_BITS)
         for s in self.staged:
             first = firsts[s.pid] + s.k0
             self.firsts.append(first)
