@@ -8,6 +8,13 @@ import click
 from tidelog.config import parse_size_bytes
 from tidelog.errors import InvalidRequest
 from tidelog.logs import LOG_FORMATS, LOG_LEVELS, log_to_stderr
+from tidelog.server.limits import (
+    DEFAULT_HANDSHAKE_TIMEOUT_S,
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_HOLD_S,
+    Limits,
+)
 
 from .context import Session, common_options, pass_session, topic_policy_options
 
@@ -19,6 +26,16 @@ def _body_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
         raise click.BadParameter(str(e)) from None
     if size < 1:
         raise click.BadParameter(f"must be at least 1 byte, got {value!r}")
+    return size
+
+
+def _request_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
+    try:
+        size = parse_size_bytes("--max-request", value)
+    except InvalidRequest as e:
+        raise click.BadParameter(str(e)) from None
+    if not 1024 <= size <= 1 << 31:
+        raise click.BadParameter(f"must be between 1KiB and 2GiB, got {value!r}")
     return size
 
 
@@ -91,6 +108,45 @@ def _body_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
     " :memory: or --port 0). Stream-group members over HTTP are served by the first; the others"
     " forward their routes to it.",
 )
+@click.option(
+    "--max-connections",
+    type=click.IntRange(1, 1 << 20),
+    default=DEFAULT_MAX_CONNECTIONS,
+    show_default=True,
+    help="Open connections a front (HTTP, Redis) accepts in one server process; more are refused.",
+)
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(0, 86_400),
+    default=DEFAULT_IDLE_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Close a connection silent this long with no request in flight (0: never).",
+)
+@click.option(
+    "--handshake-timeout",
+    type=click.FloatRange(0, 86_400, min_open=True),
+    default=DEFAULT_HANDSHAKE_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Close a new connection that has not sent a request head (HTTP) or authenticated (Redis AUTH) by then.",
+)
+@click.option(
+    "--max-hold",
+    type=click.FloatRange(0, 86_400, min_open=True),
+    default=DEFAULT_MAX_HOLD_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Release a record pushed to a subscriber that says nothing (no ack, nack, extend) for this long.",
+)
+@click.option(
+    "--max-request",
+    default="64MiB",
+    show_default=True,
+    metavar="SIZE",
+    callback=_request_size,
+    help="The largest request on the Redis protocol, checked against announced lengths before reading.",
+)
 @common_options
 @topic_policy_options
 @pass_session
@@ -109,6 +165,11 @@ def serve(
     access_log: bool,
     max_body: int,
     workers: int,
+    max_connections: int,
+    idle_timeout: float,
+    handshake_timeout: float,
+    max_hold: float,
+    max_request: int,
 ) -> None:
     """Serve the log over HTTP (and the Redis protocol) until interrupted."""
     if (tls_cert is None) != (tls_key is None):
@@ -153,6 +214,13 @@ def serve(
             log_access=access_log,
             max_body=max_body,
             workers=workers,
+            limits=Limits(
+                max_connections=max_connections,
+                idle_timeout=idle_timeout,
+                handshake_timeout=handshake_timeout,
+                max_hold=max_hold,
+                max_request=max_request,
+            ),
         )
     except OSError as e:  # a port in use
         raise click.ClickException(f"cannot serve on {host}: {e}") from None

@@ -10,6 +10,7 @@ from starlette.middleware import Middleware
 
 from ...config import parse_duration_ms
 from ...log import Log
+from ..limits import Limits
 from . import compat, console, duplex, members, operate, ops, queues, retention, stream, subscribe, v1
 from .auth import BearerAuth
 from .context import DEFAULT_CLEAN_INTERVAL_S, DEFAULT_MAX_BODY, MAX_WAIT_S, Context, Settings
@@ -35,6 +36,7 @@ def create_app(
     txn_window: int | str | None = "7d",
     lean_routes: bool = True,
     member_home: str | None = None,
+    limits: Limits | None = None,
 ) -> Starlette:
     """An ASGI app serving `log_or_url` (a Log, or a store URL the app opens and closes).
 
@@ -52,6 +54,7 @@ def create_app(
     of POST /publish/{topic} without the framework (see hot.py); the same
     answers either way. `member_home`, the Unix socket of another server
     process, forwards the stream-group member routes there (see home.py).
+    `limits`: the bounds every front holds to (server/limits.py; defaults).
     """
     from ... import open as open_log
 
@@ -83,6 +86,7 @@ def create_app(
             keepalive=keepalive,
             clean_interval=clean_interval,
             txn_window_ms=None if txn_window is None else parse_duration_ms("txn_window", txn_window),
+            limits=limits or Limits(),
         ),
         owns,
     )

@@ -14,6 +14,7 @@ from ...log import Consumer, Log, Producer
 from ...notify import along_poll
 from ...queues import Queue
 from ...retention import DEFAULT_TXN_WINDOW_MS, Cleaner
+from ..limits import Limits
 from ..runtime.hub import AppendHub
 from ..runtime.writer import GroupCommitWriter
 from .members import Members
@@ -41,6 +42,7 @@ class Settings:
     keepalive: float = 15.0  # seconds between SSE comments on an idle stream
     clean_interval: float = DEFAULT_CLEAN_INTERVAL_S  # background retention; 0: off
     txn_window_ms: int | None = DEFAULT_TXN_WINDOW_MS  # idempotent-write ids older than this are forgotten
+    limits: Limits = Limits()  # connections, timeouts, holds: the bounds every front shares
 
 
 class Context:

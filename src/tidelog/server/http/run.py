@@ -219,6 +219,7 @@ def _serve_process(
         "default_partitions",
         "txn_window",
         "lean_routes",
+        "limits",
     )
     app_kw = {k: kw.pop(k) for k in app_options if k in kw}
     is_home = home is not None and worker == 0
@@ -235,7 +236,13 @@ def _serve_process(
             from ..resp import start_resp_server
 
             resp = await start_resp_server(
-                resp_log(app), host, resp_port, token, hub=app.state.ctx.hub, reuse_port=worker is not None
+                resp_log(app),
+                host,
+                resp_port,
+                token,
+                hub=app.state.ctx.hub,
+                reuse_port=worker is not None,
+                limits=app.state.ctx.settings.limits,
             )
             say("Redis protocol on %s:%s (redis-cli -p %s)", host, resp_port, resp_port)
         stopping: list[asyncio.Task] = []

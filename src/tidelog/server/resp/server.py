@@ -26,6 +26,7 @@ from ...errors import ConfigurationError, LeaseLost, TidelogError
 from ...log import Log
 from ...records import BatchSent
 from ...streams import Add, Streams
+from ..limits import Limits
 from ..runtime.hub import AppendHub
 from ..runtime.threads import LoopThreads
 from .codec import OK, PONG, Push, RespError, encode, error, translate
@@ -134,13 +135,16 @@ class Writer:
 class RespServer:
     """The state one Redis-protocol listener shares among its connections."""
 
-    def __init__(self, log: Log, token: str | None = None, hub: AppendHub | None = None):
+    def __init__(
+        self, log: Log, token: str | None = None, hub: AppendHub | None = None, limits: Limits | None = None
+    ):
         if not HIREDIS:
             raise ConfigurationError("the Redis protocol front needs hiredis: pip install 'tidelog[resp]'")
         self.log = log
         self.streams = Streams(log)
         self.producer = log.producer()
         self.token = token or None
+        self.limits = limits or Limits()
         # Store calls; a command's round trip to them is a queue put and one
         # call_soon_threadsafe back (LoopThreads), not a pool's chained futures.
         self.threads = LoopThreads(8, "tidelog-resp")
@@ -544,11 +548,13 @@ async def start_resp_server(
     token: str | None = None,
     hub: AppendHub | None = None,
     reuse_port: bool = False,
+    limits: Limits | None = None,
 ) -> asyncio.Server:
     """Listen for the Redis protocol on host:port (0 picks a free port; the
     bound one is `server.sockets[0].getsockname()[1]`). With a token, clients
     must AUTH with it (any user name but `default` is refused). `hub`: a
     running wake-up hub on the same log to share (the HTTP front's).
     `reuse_port`: listen beside other processes on the same port
-    (SO_REUSEPORT; `tidelog serve --workers N`)."""
-    return await RespServer(log, token, hub).start(host, port, reuse_port)
+    (SO_REUSEPORT; `tidelog serve --workers N`). `limits`: the bounds of
+    server/limits.py (defaults when None)."""
+    return await RespServer(log, token, hub, limits).start(host, port, reuse_port)
