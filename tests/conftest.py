@@ -11,6 +11,34 @@ CI = bool(os.environ.get("CI"))
 WORKERS = int(os.environ.get("TIDELOG_TEST_WORKERS") or 1)
 
 
+# What the fault and fuzz tests tried, printed at the end of the run (`tried` fixture).
+# Kept on the test reports (user_properties), so it reaches the summary from
+# xdist's workers too.
+_TRIED: list[tuple[str, str]] = []
+
+
+@pytest.fixture
+def tried(request):
+    """tried(**counts): record what this test tried (cases, kills, probes, ...), for the run's summary."""
+
+    def record(**counts: object) -> None:
+        request.node.user_properties.append(("tried", ", ".join(f"{k}={v}" for k, v in counts.items())))
+
+    return record
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "teardown":
+        _TRIED.extend((report.nodeid, v) for k, v in report.user_properties if k == "tried")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _TRIED:
+        terminalreporter.section("what the fault and fuzz tests tried")
+        for nodeid, counts in _TRIED:
+            terminalreporter.write_line(f"{nodeid}: {counts}")
+
+
 def need_service(name: str, reason: str) -> None:
     """Skip a test whose service is missing, or fail it when running in CI."""
     message = f"{name} is not available: {reason}"
