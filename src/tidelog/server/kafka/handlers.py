@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import fetch, produce, sasl, topics
+from . import fetch, groups, produce, sasl, topics
 from .broker import Session
 from .wire import Request
 
@@ -21,6 +21,15 @@ HANDLERS: dict[int, Handler] = {
     1: fetch.fetch,
     2: fetch.list_offsets,
     3: topics.metadata,
+    8: groups.offset_commit,
+    9: groups.offset_fetch,
+    10: groups.find_coordinator,
+    11: groups.join_group,
+    12: groups.heartbeat,
+    13: groups.leave_group,
+    14: groups.sync_group,
+    15: groups.describe_groups,
+    16: groups.list_groups,
     17: sasl.sasl_handshake,
     18: topics.api_versions,
     19: topics.create_topics,
