@@ -218,3 +218,40 @@ def test_a_fetch_waits_for_an_append(served):
         assert msg is not None and msg.value() == b"late"
     finally:
         consumer.close()
+
+
+def test_admin_topics_configs_partitions_and_deleted_records(served):
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
+
+    admin = AdminClient(served.client_config())
+    made = admin.create_topics(
+        [NewTopic("admin-made", 2, 1, config={"retention.ms": "3600000", "cleanup.policy": "compact"})]
+    )
+    made["admin-made"].result(timeout=WAIT_S)
+    refused = admin.create_topics([NewTopic("admin-bad", 1, 1, config={"flush.ms": "1"})])
+    with pytest.raises(ck.KafkaException, match="not supported"):
+        refused["admin-bad"].result(timeout=WAIT_S)
+    again = admin.create_topics([NewTopic("admin-made", 2, 1)])
+    with pytest.raises(ck.KafkaException, match="already exists"):
+        again["admin-made"].result(timeout=WAIT_S)
+    described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "admin-made")])
+    configs = next(iter(described.values())).result(timeout=WAIT_S)
+    assert configs["retention.ms"].value == "3600000" and configs["cleanup.policy"].value == "compact"
+    admin.create_partitions([NewPartitions("admin-made", 5)])["admin-made"].result(timeout=WAIT_S)
+    with tidelog.open(served.target) as log:
+        info = log.topic("admin-made")
+        assert (info.partitions, info.config["retention_ms"], info.config["cleanup_policy"]) == (
+            5,
+            3600000,
+            "compact",
+        )
+        assert "admin-bad" not in [t.name for t in log.topics()]
+        log.producer().send_batch("admin-made", [b"0", b"1", b"2", b"3"], partition=0)
+    # DeleteRecords: Kafka offsets below 2 go, the log start moves to 2.
+    deleted = admin.delete_records([ck.TopicPartition("admin-made", 0, 2)])
+    assert next(iter(deleted.values())).result(timeout=WAIT_S).low_watermark == 2
+    got = consume_assigned(served, "admin-made", [0], 2)
+    assert [(m.offset(), m.value()) for m in got] == [(2, b"2"), (3, b"3")]
+    admin.delete_topics(["admin-made"])["admin-made"].result(timeout=WAIT_S)
+    with tidelog.open(served.target) as log:
+        assert "admin-made" not in [t.name for t in log.topics()]

@@ -216,3 +216,37 @@ async def list_offsets(session: Session, request: Request) -> dict[str, Any]:
         ]
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
+
+
+def _delete_records(broker: Broker, topic: str, partition: int, offset: int) -> dict[str, Any]:
+    log = broker.log
+    try:
+        if offset == -1:  # Kafka's "up to the high watermark"
+            bounds = log.offsets(topic)
+            if not 0 <= partition < len(bounds):
+                return {"partition_index": partition, "low_watermark": -1, "error_code": 3}
+            offset = bounds[partition].last_offset
+        elif offset < 0:
+            return {
+                "partition_index": partition,
+                "low_watermark": -1,
+                "error_code": ErrorCode.offset_out_of_range,
+            }
+        log.delete_before(topic, partition, offset + 1)
+        start = log.offsets(topic)[partition].first_offset - 1
+        return {"partition_index": partition, "low_watermark": max(start, offset), "error_code": 0}
+    except TidelogError as e:
+        return {"partition_index": partition, "low_watermark": -1, "error_code": error_code(e)}
+
+
+async def delete_records(session: Session, request: Request) -> dict[str, Any]:
+    """Records below a Kafka offset go (tidelog's below offset + 1): the partition's log start moves up."""
+    broker = session.broker
+    topics = []
+    for t in request.body.topics:
+        parts = [
+            await broker.run(_delete_records, broker, t.name, p.partition_index, p.offset)
+            for p in t.partitions
+        ]
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}

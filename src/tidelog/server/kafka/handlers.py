@@ -33,6 +33,10 @@ HANDLERS: dict[int, Handler] = {
     17: sasl.sasl_handshake,
     18: topics.api_versions,
     19: topics.create_topics,
+    20: topics.delete_topics,
+    21: fetch.delete_records,
     22: produce.init_producer_id,
+    32: topics.describe_configs,
     36: sasl.sasl_authenticate,
+    37: topics.create_partitions,
 }

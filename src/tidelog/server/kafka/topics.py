@@ -215,3 +215,112 @@ async def create_topics(session: Session, request: Request) -> dict[str, Any]:
     validate_only = bool(getattr(body, "validate_only", False))
     results = [await broker.run(_create, broker, t, validate_only) for t in body.topics]
     return {"throttle_time": 0, "topics": results}
+
+
+def _delete(broker: Broker, name: str) -> dict[str, Any]:
+    try:
+        if not broker.log.delete_topic(name):
+            return {"name": name, "error_code": ErrorCode.unknown_topic_or_partition, "error_message": None}
+    except TidelogError as e:
+        return {"name": name, "error_code": error_code(e), "error_message": str(e)}
+    return {"name": name, "error_code": 0, "error_message": None}
+
+
+async def delete_topics(session: Session, request: Request) -> dict[str, Any]:
+    broker = session.broker
+    return {
+        "throttle_time": 0,
+        "responses": [await broker.run(_delete, broker, name) for name in request.body.topic_names],
+    }
+
+
+def _grow(broker: Broker, topic: Any, validate_only: bool) -> dict[str, Any]:
+    log = broker.log
+    try:
+        if topic.assignments:
+            raise InvalidRequest("replica assignments are not supported: name a partition count")
+        info = log.topic(topic.name)
+        if topic.count <= info.partitions:
+            return {
+                "name": topic.name,
+                "error_code": ErrorCode.invalid_partitions,
+                "error_message": f"topic {topic.name!r} has {info.partitions} partitions; "
+                f"partitions only grow (asked for {topic.count})",
+            }
+        if not validate_only:
+            log.add_partitions(topic.name, topic.count)
+    except TidelogError as e:
+        code = error_code(e)
+        return {
+            "name": topic.name,
+            "error_code": ErrorCode.invalid_partitions if code == ErrorCode.invalid_request else code,
+            "error_message": str(e),
+        }
+    return {"name": topic.name, "error_code": 0, "error_message": None}
+
+
+async def create_partitions(session: Session, request: Request) -> dict[str, Any]:
+    broker = session.broker
+    body = request.body
+    return {
+        "throttle_time": 0,
+        "results": [await broker.run(_grow, broker, t, bool(body.validate_only)) for t in body.topics],
+    }
+
+
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG = 5, 1, 4
+
+
+def _broker_configs(broker: Broker) -> list[tuple[str, str]]:
+    """The listener's settings, as Kafka names them (read-only: they are `tidelog serve` flags)."""
+    limits = broker.limits
+    log = broker.log
+    return [
+        ("auto.create.topics.enable", str(log.auto_create).lower()),
+        ("connections.max.idle.ms", str(int(limits.idle_timeout * 1000) or -1)),
+        ("max.connections", str(limits.max_connections)),
+        ("num.partitions", str(log.default_partitions)),
+        ("sasl.enabled.mechanisms", "PLAIN" if broker.token else ""),
+        ("socket.request.max.bytes", str(limits.max_request)),
+    ]
+
+
+def _describe(broker: Broker, resource: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "resource_type": resource.resource_type,
+        "resource_name": resource.resource_name,
+        "error_code": 0,
+        "error_message": None,
+    }
+    try:
+        if resource.resource_type == TOPIC_RESOURCE:
+            info = broker.log.topic(resource.resource_name)
+            pairs, source, read_only = kafka_config(info.config), DYNAMIC_TOPIC_CONFIG, False
+        elif resource.resource_type == BROKER_RESOURCE:
+            pairs, source, read_only = _broker_configs(broker), STATIC_BROKER_CONFIG, True
+        else:
+            return {
+                **entry,
+                "error_code": ErrorCode.invalid_request,
+                "error_message": "only topics and brokers",
+            }
+    except TidelogError as e:
+        return {**entry, "error_code": error_code(e), "error_message": str(e)}
+    keys = resource.configuration_keys
+    return {
+        **entry,
+        "configs": [
+            {"name": k, "value": v, "read_only": read_only, "config_source": source, "is_sensitive": False}
+            for k, v in pairs
+            if keys is None or k in keys
+        ],
+    }
+
+
+async def describe_configs(session: Session, request: Request) -> dict[str, Any]:
+    broker = session.broker
+    return {
+        "throttle_time": 0,
+        "results": [await broker.run(_describe, broker, r) for r in request.body.resources],
+    }

@@ -47,8 +47,12 @@ APIS: dict[int, tuple[str, int, int]] = {
     17: ("sasl_handshake", 0, 1),
     18: ("api_versions", 0, 3),
     19: ("create_topics", 2, 7),
+    20: ("delete_topics", 1, 5),
+    21: ("delete_records", 0, 2),
     22: ("init_producer_id", 0, 4),
+    32: ("describe_configs", 1, 4),
     36: ("sasl_authenticate", 0, 2),
+    37: ("create_partitions", 0, 3),
 }
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17
