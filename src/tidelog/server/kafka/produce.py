@@ -6,12 +6,12 @@ A Kafka record is a tidelog record: its key, value and headers as they came
 (a tombstone) is tidelog's null value, which compaction treats as one.
 Kafka offsets start at 0: tidelog's offset n is Kafka's n - 1 on the wire.
 
-A request's partitions are decoded and checked on a thread; those that pass
-are committed together through the group-commit writer (one transaction
-with other connections' produce requests), so `acks=1` and `acks=all` are
-answered after the commit, and a partition refused (a bad CRC, a missing
-topic with auto-create off, a record over max.message.bytes) writes nothing
-and gets its own error code.
+A request's partitions are decoded and checked on the group-commit writer's
+thread, in its job; those that pass are committed together (one transaction
+with the produce requests of every connection waiting), so `acks=1` and
+`acks=all` are answered after the commit, and a partition refused (a bad
+CRC, a missing topic with auto-create off, a record over max.message.bytes)
+writes nothing and gets its own error code.
 
 Idempotent producers (`enable.idempotence`): InitProducerId hands out a
 random 62-bit producer id (no store state, so any broker of the cluster may
@@ -24,28 +24,30 @@ not checked (no OUT_OF_ORDER_SEQUENCE_NUMBER).
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import secrets
-from typing import Any, NamedTuple
+import struct
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from ...errors import InvalidValue, TidelogError
-from ...records import BatchSent, NewRecord, Prepared
-from .batches import LOG_APPEND_TIME, Batch, CorruptBatch, UnsupportedCodec, read_batches
+from ...records import NewRecord, Prepared
+from .batches import HEAD_SIZE, LOG_APPEND_TIME, Batch, CorruptBatch, UnsupportedCodec, read_batches
 from .broker import Broker, Session
 from .codes import error_code
 from .wire import Request
 
-
-class Ready(NamedTuple):
-    """A partition's records, checked and encoded: one write, or one a batch when idempotent."""
-
-    writes: list[tuple[str | None, list[Prepared]]]  # (idempotent write id or None, batches)
+_PRODUCER = struct.Struct(">qhi")  # a batch's producer id, epoch and base sequence, at byte 43
 
 
-class Refused(NamedTuple):
-    code: ErrorCode
-    message: str
+class Refused(Exception):
+    """A partition's records refused before anything was written, with Kafka's code."""
+
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.code = code
 
 
 def _runs(topic: str, partition: int, batch: Batch, broker: Broker) -> list[Prepared]:
@@ -76,40 +78,42 @@ def _runs(topic: str, partition: int, batch: Batch, broker: Broker) -> list[Prep
     return out
 
 
-def _prepare(broker: Broker, topic: str, partition: int, data: bytes | None) -> Ready | Refused:
-    """On a thread: decode a partition's batches and check them as a write would."""
+def _prepare(broker: Broker, topic: str, partition: int, data: bytes | None) -> list[Prepared]:
+    """Decode a partition's batches and check them as a write would; Refused with Kafka's code."""
     try:
         batches = read_batches(data or b"", broker.limits.max_request)
         if not batches:
-            return Refused(ErrorCode.corrupt_message, "a produce with no record batch")
-        writes: list[tuple[str | None, list[Prepared]]] = []
-        plain: list[Prepared] = []
-        for batch in batches:
-            if not batch.records:
-                continue
-            prepared = _runs(topic, partition, batch, broker)
-            if batch.producer_id >= 0:
-                txn = f"kafka:{batch.producer_id}:{batch.producer_epoch}:{partition}:{batch.base_sequence}:{topic}"
-                writes.append((txn, prepared))
-            else:
-                plain.extend(prepared)
-        if plain:
-            writes.append((None, plain))
-        return Ready(writes)
+            raise Refused(ErrorCode.corrupt_message, "a produce with no record batch")
+        return [p for batch in batches if batch.records for p in _runs(topic, partition, batch, broker)]
     except CorruptBatch as e:
-        return Refused(ErrorCode.corrupt_message, str(e))
+        raise Refused(ErrorCode.corrupt_message, str(e)) from None
     except UnsupportedCodec as e:
-        return Refused(ErrorCode.unsupported_compression_type, str(e))
+        raise Refused(ErrorCode.unsupported_compression_type, str(e)) from None
     except TidelogError as e:
-        return Refused(error_code(e), str(e))
+        raise Refused(error_code(e), str(e)) from None
+
+
+def _idempotent_id(topic: str, partition: int, data: bytes | None) -> str | None:
+    """The idempotent write id of a partition's records, from its first batch's
+    header (a producer sends one batch a partition a request); None when the
+    producer is not idempotent or the bytes are too short to tell."""
+    if data is None or len(data) < HEAD_SIZE:
+        return None
+    producer_id, epoch, sequence = _PRODUCER.unpack_from(data, 43)
+    if producer_id < 0:
+        return None
+    return f"kafka:{producer_id}:{epoch}:{partition}:{sequence}:{topic}"
 
 
 async def produce(session: Session, request: Request) -> dict[str, Any] | None:
+    """Decoding runs in the writer's jobs, on its thread and in the order the
+    requests came: a connection's produce requests are taken in while earlier
+    ones commit (server.py) and still land in the order they were sent."""
     broker = session.broker
     body = request.body
     acks = body.acks
-    results: dict[tuple[str, int], dict[str, Any]] = {}
     order = [(t.name, p.index) for t in body.topic_data for p in t.partition_data]
+    results: dict[tuple[str, int], dict[str, Any]] = {}
     refuse: Refused | None = None
     if acks not in (0, 1, -1):
         refuse = Refused(ErrorCode.invalid_required_acks, f"acks must be 0, 1 or -1 (all), got {acks}")
@@ -117,21 +121,55 @@ async def produce(session: Session, request: Request) -> dict[str, Any] | None:
         refuse = Refused(
             ErrorCode.transactional_id_authorization_failed, "transactions are not supported by tidelog"
         )
-    writes: list[tuple[tuple[str, int], str | None, list[Prepared]]] = []
+    plain: list[tuple[tuple[str, int], bytes | None]] = []
+    idempotent: list[tuple[tuple[str, int], str, bytes | None]] = []
     for t in body.topic_data:
         for p in t.partition_data:
             key = (t.name, p.index)
-            ready = refuse or await broker.run(_prepare, broker, t.name, p.index, p.records)
-            if isinstance(ready, Refused):
-                results[key] = _answer(p.index, ready.code, -1, ready.message)
+            if refuse is not None:
+                results[key] = _answer(p.index, refuse.code, -1, str(refuse))
+                continue
+            txn = _idempotent_id(t.name, p.index, p.records)
+            if txn is None:
+                plain.append((key, p.records))
             else:
-                writes.extend((key, txn, prepared) for txn, prepared in ready.writes)
-    firsts = await _write(broker, writes)
-    for key, first in firsts.items():
-        if isinstance(first, BaseException):
-            results[key] = _answer(key[1], error_code(first), -1, str(first))
+                idempotent.append((key, txn, p.records))
+    writes = []
+    counts: dict[tuple[str, int], int] = {}
+    if plain:
+
+        def job() -> list[Prepared]:
+            out: list[Prepared] = []
+            for key, data in plain:
+                try:
+                    prepared = _prepare(broker, key[0], key[1], data)
+                except Refused as e:
+                    results[key] = _answer(key[1], e.code, -1, str(e))
+                    continue
+                counts[key] = len(prepared)
+                out.extend(prepared)
+            return out
+
+        writes.append(broker.writer.write(job))
+    for key, txn, data in idempotent:
+        writes.append(broker.writer.write(functools.partial(_prepare, broker, key[0], key[1], data), txn=txn))
+    outcomes = await asyncio.gather(*writes, return_exceptions=True)
+    if plain:
+        sent = outcomes.pop(0)
+        if isinstance(sent, BaseException):
+            for key, _ in plain:
+                results.setdefault(key, _failed(key, sent))
         else:
-            results[key] = _answer(key[1], ErrorCode.none, first - 1, None)
+            i = 0
+            for key, _ in plain:
+                if key in counts:
+                    results[key] = _answer(key[1], ErrorCode.none, sent[i].first_offset - 1, None)
+                    i += counts[key]
+    for (key, _, _), outcome in zip(idempotent, outcomes):
+        if isinstance(outcome, BaseException):
+            results[key] = _failed(key, outcome)
+        else:  # also a replay: the first write's offsets
+            results[key] = _answer(key[1], ErrorCode.none, outcome[0].first_offset - 1, None)
     if acks == 0:
         return None  # Kafka answers nothing to acks=0
     topics: dict[str, list[dict[str, Any]]] = {}
@@ -143,40 +181,12 @@ async def produce(session: Session, request: Request) -> dict[str, Any] | None:
     }
 
 
-async def _write(
-    broker: Broker, writes: list[tuple[tuple[str, int], str | None, list[Prepared]]]
-) -> dict[tuple[str, int], int | BaseException]:
-    """Commit the checked partitions; each partition's first tidelog offset, or its error."""
-    firsts: dict[tuple[str, int], int | BaseException] = {}
-    plain = [(key, prepared) for key, txn, prepared in writes if txn is None]
-    if plain:
-        batches = [b for _, prepared in plain for b in prepared]
-        try:
-            sent = await broker.writer.write(lambda: batches)
-        except TidelogError as e:
-            for key, _ in plain:
-                firsts[key] = e
-        else:
-            i = 0
-            for key, prepared in plain:
-                _first(firsts, key, sent[i])
-                i += len(prepared)
-    for key, txn, prepared in writes:
-        if txn is None or isinstance(firsts.get(key), BaseException):
-            continue
-        try:
-            sent = await broker.writer.write(lambda p=prepared: p, txn=txn)  # type: ignore[misc]
-        except TidelogError as e:
-            firsts[key] = e
-        else:
-            _first(firsts, key, sent[0])
-    return firsts
-
-
-def _first(firsts: dict[tuple[str, int], int | BaseException], key: tuple[str, int], sent: BatchSent) -> None:
-    # A partition's answer is the first offset of its first batch.
-    if key not in firsts:
-        firsts[key] = sent.first_offset
+def _failed(key: tuple[str, int], e: BaseException) -> dict[str, Any]:
+    if isinstance(e, Refused):
+        return _answer(key[1], e.code, -1, str(e))
+    if not isinstance(e, TidelogError):
+        raise e
+    return _answer(key[1], error_code(e), -1, str(e))
 
 
 def _answer(index: int, code: ErrorCode, base_offset: int, message: str | None) -> dict[str, Any]:

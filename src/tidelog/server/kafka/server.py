@@ -53,6 +53,8 @@ DEFAULT_PORT = 9092
 # is 512 KiB; a PLAIN token needs far less).
 PRE_AUTH_MAX_REQUEST = 64 << 10
 CLOSE_TIMEOUT_S = 5.0
+MAX_IN_FLIGHT = 32  # produce requests of one connection taken in before the first is answered
+PRODUCE_KEY = b"\0\0"
 
 
 class CloseConnection(Exception):
@@ -130,43 +132,87 @@ class Connection:
         self.session = Session(broker, f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "?")
 
     async def serve(self) -> None:
+        """Read frames until the client leaves; answer each in order.
+
+        Produce requests are taken in while the ones before them commit
+        (up to MAX_IN_FLIGHT, and max_request bytes in all): their records
+        go to the group-commit writer in the order they came, so they land
+        in that order, and one commit carries several of them. Any other
+        request waits until every answer before it is sent.
+        """
         loop = asyncio.get_running_loop()
         limits = self.broker.limits
         session = self.session
         started = loop.time()
+        self.answers: asyncio.Queue[tuple[asyncio.Task[bytes | None], int]] = asyncio.Queue()
+        self.in_flight = 0  # bytes of the produce requests taken in and not yet answered
+        responder = asyncio.ensure_future(self._respond())
+        try:
+            while not responder.done():
+                if session.authenticated:
+                    timeout = limits.idle_timeout or None
+                    bound = limits.max_request
+                else:  # the SASL deadline counts from the connection's start
+                    timeout = max(0.0, started + limits.handshake_timeout - loop.time())
+                    bound = min(limits.max_request, PRE_AUTH_MAX_REQUEST)
+                async with asyncio.timeout(timeout):
+                    head = await self.reader.readexactly(4)
+                    size = int.from_bytes(head, "big", signed=True)
+                    # Checked before a byte of the frame is read or allocated.
+                    if size < 0 or size > bound:
+                        logger.info(
+                            "Kafka client %s announced a %d-byte request (at most %d): closed",
+                            session.peer,
+                            size,
+                            bound,
+                        )
+                        raise CloseConnection
+                    if self.in_flight + size > bound or self.answers.qsize() >= MAX_IN_FLIGHT:
+                        await self.answers.join()
+                    frame = await self.reader.readexactly(size)
+                if session.authenticated and frame[:2] == PRODUCE_KEY and not session.sasl_raw:
+                    self.in_flight += size
+                    self.answers.put_nowait((asyncio.ensure_future(self.answer(frame)), size))
+                    continue
+                await self.answers.join()
+                if responder.done():
+                    break
+                if session.sasl_raw:  # after a v0 handshake: a bare token, a bare answer
+                    answer, ok = raw_token(session, frame)
+                    self.writer.write(answer)
+                    await self.writer.drain()
+                    if not ok:
+                        raise CloseConnection
+                    continue
+                await self._send(await self.answer(frame))
+        finally:
+            responder.cancel()
+            while not self.answers.empty():  # records taken in are written all the same
+                task, _ = self.answers.get_nowait()
+                await asyncio.gather(task, return_exceptions=True)
+        responder.result()  # a request that closed the connection
+
+    async def _respond(self) -> None:
+        """Send the pipelined produce answers, in the order their requests came."""
         while True:
-            if session.authenticated:
-                timeout = limits.idle_timeout or None
-                bound = limits.max_request
-            else:  # the SASL deadline counts from the connection's start
-                timeout = max(0.0, started + limits.handshake_timeout - loop.time())
-                bound = min(limits.max_request, PRE_AUTH_MAX_REQUEST)
-            async with asyncio.timeout(timeout):
-                head = await self.reader.readexactly(4)
-                size = int.from_bytes(head, "big", signed=True)
-                # Checked before a byte of the frame is read or allocated.
-                if size < 0 or size > bound:
-                    logger.info(
-                        "Kafka client %s announced a %d-byte request (at most %d): closed",
-                        session.peer,
-                        size,
-                        bound,
-                    )
-                    raise CloseConnection
-                frame = await self.reader.readexactly(size)
-            if session.sasl_raw:  # after a v0 handshake: a bare token, a bare answer
-                answer, ok = raw_token(session, frame)
-                self.writer.write(answer)
-                await self.writer.drain()
-                if not ok:
-                    raise CloseConnection
-                continue
-            response = await self.answer(frame)
-            if response is not None:
-                self.writer.write(response)
-                await self.writer.drain()
-            if session.close_after:  # a failed authentication: answered, then closed
-                raise CloseConnection
+            task, size = await self.answers.get()
+            try:
+                await self._send(await task)
+            except BaseException:
+                self.writer.close()  # ends the reading loop too
+                raise
+            finally:
+                self.in_flight -= size
+                self.answers.task_done()
+
+    async def _send(self, response: bytes | None) -> None:
+        if self.writer.is_closing():  # the client left while its request ran
+            raise CloseConnection
+        if response is not None:
+            self.writer.write(response)
+            await self.writer.drain()
+        if self.session.close_after:  # a failed authentication: answered, then closed
+            raise CloseConnection
 
     async def answer(self, frame: bytes) -> bytes | None:
         try:
