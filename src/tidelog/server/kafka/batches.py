@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from crc32c import crc32c
 from kio.serial.readers import read_signed_varint, read_signed_varlong
@@ -92,10 +92,11 @@ def read_batches(data: bytes, max_bytes: int) -> list[Batch]:
             raise CorruptBatch("record batch CRC mismatch")
         if count < 0:
             raise CorruptBatch(f"a batch of {count} records")
-        body = view[at + HEAD_SIZE : end]
         codec = attributes & 0x07
-        if codec != NONE:
-            body = memoryview(decompress(codec, body, max_bytes))
+        if codec == NONE:
+            body = bytes(view[at + HEAD_SIZE : end])
+        else:
+            body = decompress(codec, view[at + HEAD_SIZE : end], max_bytes)
         batches.append(
             Batch(attributes, base_ts, max_ts, pid, epoch, base_seq, _read_records(body, count, base_ts))
         )
@@ -154,53 +155,74 @@ def _unsnappy(data: bytes, max_bytes: int) -> bytes:
     return bytes(out)
 
 
-def _read_records(body: memoryview, count: int, base_ts: int) -> list[KafkaRecord]:
+def _read_records(body: bytes, count: int, base_ts: int) -> list[KafkaRecord]:
+    """A batch's records. Most varints here are one byte (a small length or
+    delta): those are read inline, the others by kio's native reader."""
     records = []
     at = 0
     end = len(body)
+    make = KafkaRecord._make
     try:
         for _ in range(count):
-            length, n = read_signed_varint(body, at)
-            at += n
+            b = body[at]
+            if b < 0x80:
+                length, at = (b >> 1) ^ -(b & 1), at + 1
+            else:
+                length, n = read_signed_varint(body, at)
+                at += n
             stop = at + length
             if length < 0 or stop > end:
                 raise CorruptBatch(f"a record of {length} bytes runs past its batch")
-            at += 1  # the record's attributes (unused)
-            delta, n = read_signed_varlong(body, at)
-            at += n
-            _, n = read_signed_varint(body, at)  # offset delta: offsets are ours to give
-            at += n
+            b = body[at + 1]  # after the record's attributes (unused)
+            if b < 0x80:
+                delta, at = (b >> 1) ^ -(b & 1), at + 2
+            else:
+                delta, n = read_signed_varlong(body, at + 1)
+                at += 1 + n
+            if body[at] < 0x80:  # offset delta: offsets are ours to give
+                at += 1
+            else:
+                at += read_signed_varint(body, at)[1]
             key, at = _bytes(body, at, stop)
             value, at = _bytes(body, at, stop)
+            b = body[at]
+            if b < 0x80:
+                count_h, at = (b >> 1) ^ -(b & 1), at + 1
+            else:
+                count_h, n = read_signed_varint(body, at)
+                at += n
             headers: list[tuple[bytes | None, bytes | None]] = []
-            count_h, n = read_signed_varint(body, at)
-            at += n
-            if count_h < 0 or count_h > stop - at:
-                raise CorruptBatch(f"a record announces {count_h} headers")
-            for _ in range(count_h):
-                name, at = _bytes(body, at, stop)
-                data, at = _bytes(body, at, stop)
-                headers.append((name, data))
+            if count_h:
+                if count_h < 0 or count_h > stop - at:
+                    raise CorruptBatch(f"a record announces {count_h} headers")
+                for _ in range(count_h):
+                    name, at = _bytes(body, at, stop)
+                    data, at = _bytes(body, at, stop)
+                    headers.append((name, data))
             if at != stop:
                 raise CorruptBatch("a record's fields do not add up to its length")
-            records.append(KafkaRecord(base_ts + delta, key, value, headers))
+            records.append(make((base_ts + delta, key, value, headers)))
     except CorruptBatch:
         raise
-    except Exception as e:  # kio's readers: a varint past the end
+    except Exception as e:  # an index or a varint past the end
         raise CorruptBatch(f"a record does not decode: {e}") from None
     if at != end:
         raise CorruptBatch(f"{end - at} bytes follow the batch's {count} records")
     return records
 
 
-def _bytes(body: memoryview, at: int, stop: int) -> tuple[bytes | None, int]:
-    n, size = read_signed_varint(body, at)
-    at += size
+def _bytes(body: bytes, at: int, stop: int) -> tuple[bytes | None, int]:
+    b = body[at]
+    if b < 0x80:
+        n, at = (b >> 1) ^ -(b & 1), at + 1
+    else:
+        n, size = read_signed_varint(body, at)
+        at += size
     if n < 0:
         return None, at
     if at + n > stop:
         raise CorruptBatch("a key, value or header runs past its record")
-    return bytes(body[at : at + n]), at + n
+    return body[at : at + n], at + n
 
 
 # Writing ------------------------------------------------------------------------
@@ -257,4 +279,76 @@ def write_batch(records: list[tuple[int, int, bytes | None, bytes | None, list[t
     tail = struct.pack(">hiqqqhii", 0, last_delta, base_ts, max_ts, -1, -1, -1, len(records))
     payload = tail + b"".join(parts)
     head = struct.pack(">qiibI", base_offset, len(payload) + 9, 0, 2, crc32c(payload))
+    return head + payload
+
+
+def _headers_field(blob: bytes) -> bytes:
+    """tidelog's headers blob (u16 name length, name, u32 value length, value;
+    records.encode_headers) as a Kafka record's header count and headers."""
+    out = []
+    at, end = 0, len(blob)
+    while at < end:
+        (n,) = struct.unpack_from(">H", blob, at)
+        name = blob[at + 2 : at + 2 + n]
+        at += 2 + n
+        (m,) = struct.unpack_from(">I", blob, at)
+        out.append(varint(n) + name + varint(m) + blob[at + 4 : at + 4 + m])
+        at += 4 + m
+    return varint(len(out)) + b"".join(out)
+
+
+def write_rows(rows: list[tuple[int, int, bytes | str, bytes | None]], decode_meta: Any) -> bytes:
+    """One uncompressed batch of tidelog rows (offset, timestamp, stored
+    value, meta): the record at tidelog offset n goes out at Kafka offset
+    n - 1. `decode_meta` is the core's (records.decode_meta): a str value is
+    text or JSON, sent as its UTF-8 text, and JSON null is a tombstone."""
+    base_offset, base_ts = rows[0][0], rows[0][1]
+    max_ts = base_ts
+    small = _SMALL
+    parts: list[bytes] = []
+    append = parts.append
+    # A key and its headers, framed, by meta blob: records of a key share one.
+    framed: dict[bytes, tuple[bytes, bytes, int | None]] = {}
+    for offset, ts, value, meta in rows:
+        if meta is None:
+            key_field = _NULL
+            headers_field = b"\0"
+            fmt = None
+        else:
+            known = framed.get(meta)
+            if known is None:
+                fmt, key, blob, _ = decode_meta(meta)
+                known = framed[meta] = (
+                    _NULL if key is None else varint(len(key)) + key,
+                    b"\0" if blob is None else _headers_field(blob),
+                    fmt,
+                )
+            key_field, headers_field, fmt = known
+        if type(value) is bytes:
+            n = len(value)
+            value_field = (small[n] if n < 8192 else _zigzag(n)) + value
+        elif fmt is None and value == "null":
+            value_field = _NULL
+        else:
+            raw = value.encode()  # type: ignore[union-attr]
+            value_field = varint(len(raw)) + raw
+        if ts > max_ts:
+            max_ts = ts
+        dts = ts - base_ts
+        delta = offset - base_offset
+        body = (
+            b"\0"
+            + (small[dts] if 0 <= dts < 8192 else _zigzag(dts))
+            + (small[delta] if delta < 8192 else _zigzag(delta))
+            + key_field
+            + value_field
+            + headers_field
+        )
+        n = len(body)
+        append(small[n] if n < 8192 else _zigzag(n))
+        append(body)
+    last_delta = rows[-1][0] - base_offset
+    tail = struct.pack(">hiqqqhii", 0, last_delta, base_ts, max_ts, -1, -1, -1, len(rows))
+    payload = tail + b"".join(parts)
+    head = struct.pack(">qiibI", base_offset - 1, len(payload) + 9, 0, 2, crc32c(payload))
     return head + payload

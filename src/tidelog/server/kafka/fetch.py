@@ -26,9 +26,9 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import OffsetOutOfRange, TidelogError, UnknownTopic
 from ...log import read_rows
-from ...records import decode_headers, decode_meta
+from ...records import decode_meta
 from ...store.base import PartitionOffsets, Row
-from .batches import write_batch
+from .batches import write_rows
 from .broker import Broker, Session
 from .codes import error_code
 from .wire import Request
@@ -37,24 +37,6 @@ MAX_WAIT_S = 30.0
 READ_ROWS = 500  # records a store read asks for while filling a partition's bytes
 RECORD_OVERHEAD = 24  # a record's framing in a batch, roughly: what max_bytes counts beside the payload
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
-
-
-def _kafka_record(row: Row) -> tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes]]]:
-    offset, ts, value, meta = row
-    key = None
-    headers: list[tuple[str, bytes]] = []
-    fmt = None
-    if meta is not None:
-        fmt, key, blob, _ = decode_meta(meta)
-        headers = decode_headers(blob)
-    out: bytes | None
-    if type(value) is bytes:
-        out = value
-    elif fmt is None and value == "null":  # tidelog's null value: Kafka's tombstone
-        out = None
-    else:
-        out = value.encode()  # type: ignore[union-attr]
-    return offset - 1, ts, key, out, headers
 
 
 class _Partition:
@@ -100,7 +82,7 @@ def _read(broker: Broker, asked: list[_Partition], max_bytes: int) -> int:
         budget = min(p.max_bytes, max_bytes - total)
         if p.position == p.high or (budget <= 0 and total):
             continue
-        records: list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes]]]] = []
+        records: list[Row] = []
         size = 0
         after = p.position
         full = False
@@ -114,7 +96,7 @@ def _read(broker: Broker, asked: list[_Partition], max_bytes: int) -> int:
                     if records and size + cost > budget:
                         full = True
                         break
-                    records.append(_kafka_record(row))
+                    records.append(row)
                     size += cost
                 after = rows[-1][0]
         except OffsetOutOfRange:  # retention removed them under us
@@ -124,7 +106,7 @@ def _read(broker: Broker, asked: list[_Partition], max_bytes: int) -> int:
             p.code = ErrorCode.unknown_topic_or_partition
             continue
         if records:
-            p.records = write_batch(records)
+            p.records = write_rows(records, decode_meta)
             p.size = size
             total += size
     return total
