@@ -255,3 +255,10 @@ def test_admin_topics_configs_partitions_and_deleted_records(served):
     admin.delete_topics(["admin-made"])["admin-made"].result(timeout=WAIT_S)
     with tidelog.open(served.target) as log:
         assert "admin-made" not in [t.name for t in log.topics()]
+
+
+def test_transactions_are_refused_clearly(served):
+    producer = ck.Producer(served.client_config(**{"transactional.id": "tx-1"}))
+    with pytest.raises(ck.KafkaException) as refused:
+        producer.init_transactions(10)
+    assert "not supported" in str(refused.value).lower()

@@ -110,7 +110,8 @@ async def find_coordinator(session: Session, request: Request) -> dict[str, Any]
                 "node_id": -1,
                 "host": "",
                 "port": -1,
-                "error_code": ErrorCode.invalid_request,
+                # Fatal to a transactional producer (retried, INVALID_REQUEST only timed out).
+                "error_code": ErrorCode.transactional_id_authorization_failed,
                 "error_message": "transactions are not supported by tidelog",
             }
         bad = _group_error(key)
