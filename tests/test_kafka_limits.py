@@ -257,3 +257,40 @@ def test_connection_idle_and_handshake_limits(guarded):
         assert w.call(17, 1, {"mechanism": "PLAIN"}).error_code.value == 0
         assert w.call(36, 2, {"auth_bytes": b"\0user\0" + TOKEN.encode()}).error_code.value == 0
         assert w.closed()
+
+
+def fetch_request(topic: str, offset: int, partition_max: int, max_bytes: int = 1 << 20) -> dict:
+    return {
+        "max_wait": 0,
+        "min_bytes": 1,
+        "max_bytes": max_bytes,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {"partition": 0, "fetch_offset": offset, "partition_max_bytes": partition_max}
+                ],
+            }
+        ],
+        "rack_id": "",
+    }
+
+
+def records_in(records: bytes) -> int:
+    """How many records a fetched batch holds (its record count, at byte 57)."""
+    return struct.unpack_from(">i", records, 57)[0] if records else 0
+
+
+def test_a_fetch_holds_to_its_byte_limits_but_returns_one_record_at_least(served):
+    with tidelog.open(served.target) as log:
+        log.create_topic("sized", 1)
+        log.producer().send_batch("sized", [bytes([i]) * 1000 for i in range(10)], partition=0)
+    with wire(served) as w:
+        counts = {}
+        for limit in (10, 2500, 5500, 1 << 20):
+            part = w.call(1, 12, fetch_request("sized", 0, limit)).responses[0].partitions[0]
+            counts[limit] = records_in(part.records)
+        # 1,000-byte values: what fits in the limit, and one record even past it (KIP-74).
+        assert counts == {10: 1, 2500: 2, 5500: 5, 1 << 20: 10}
+        part = w.call(1, 12, fetch_request("sized", 7, 1 << 20)).responses[0].partitions[0]
+        assert (records_in(part.records), struct.unpack_from(">q", part.records)[0]) == (3, 7)
