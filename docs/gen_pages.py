@@ -4,6 +4,7 @@
   (`tidelog.server.http.openapi.spec()`), rendered as tables of paths, parameters,
   bodies and statuses (plain markdown, so nothing is fetched from a CDN).
 - reference/redis.md: the Redis front's command registry (`resp.commands.COMMANDS`).
+- reference/kafka.md: the Kafka listener's APIs and versions (`kafka.wire.APIS`).
 - operations/metrics.md: every Prometheus series the server and the push worker
   export, read from their registries after a little traffic on a throwaway log.
 
@@ -23,6 +24,7 @@ import mkdocs_gen_files
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from tidelog.server.http.openapi import spec  # noqa: E402
+from tidelog.server.kafka.wire import APIS  # noqa: E402
 from tidelog.server.resp.commands import COMMANDS, SUMMARIES  # noqa: E402
 
 # -- HTTP -------------------------------------------------------------------------
@@ -166,6 +168,23 @@ def redis_page() -> str:
 # -- Metrics ------------------------------------------------------------------------
 
 
+def kafka_page() -> str:
+    lines = [
+        "# Kafka APIs",
+        "",
+        "Generated from the Kafka listener's table (`tidelog.server.kafka.wire.APIS`): the APIs",
+        "and versions `tidelog serve --kafka-port` answers in ApiVersions. What each means on a",
+        "tidelog topic is in [Kafka clients](../guides/kafka.md).",
+        "",
+        "| key | API | versions |",
+        "| --- | --- | --- |",
+    ]
+    for key, (name, low, high) in sorted(APIS.items()):
+        title = "".join(part.capitalize() for part in name.split("_"))
+        lines.append(f"| {key} | {title} | {low} to {high} |")
+    return "\n".join(lines) + "\n"
+
+
 def _families(registry: Any) -> list[tuple[str, str, str, list[str]]]:
     rows = []
     for family in registry.collect():
@@ -280,5 +299,7 @@ with mkdocs_gen_files.open("reference/http.md", "w") as f:
     f.write(http_page(document))
 with mkdocs_gen_files.open("reference/redis.md", "w") as f:
     f.write(redis_page())
+with mkdocs_gen_files.open("reference/kafka.md", "w") as f:
+    f.write(kafka_page())
 with mkdocs_gen_files.open("operations/metrics.md", "w") as f:
     f.write(metrics_page())

@@ -7,6 +7,10 @@ import os
 import pytest
 
 CI = bool(os.environ.get("CI"))
+# `tidelog serve` listens for Kafka on 9092 by default; the servers the tests
+# start (and their children) leave it off unless a test asks for a port, so
+# runs in parallel never fight over 9092.
+os.environ.setdefault("TIDELOG_KAFKA_PORT", "0")
 # N > 1: the `serve` fixture runs `tidelog serve --workers N` instead of a thread.
 WORKERS = int(os.environ.get("TIDELOG_TEST_WORKERS") or 1)
 

@@ -3,8 +3,8 @@ breaks a page fails the suite; and the site builds with `mkdocs build --strict`.
 
 The blocks of a page run in order, as a reader would type them: Python blocks
 share one namespace, shell blocks run in bash, and all of them in one fresh
-directory per page. When a page talks to a server (port 7070 or 7379 in a
-block), a real `tidelog serve` runs on that directory's `tidelog.db` on free
+directory per page. When a page talks to a server (port 7070, 7379 or 9092
+in a block), a real `tidelog serve` runs on that directory's `tidelog.db` on free
 ports, and the blocks' ports are rewritten to those. A PostgreSQL URL in a
 block is rewritten to a schema of its own (skipped without PostgreSQL on a
 laptop, failed under CI). A block that is deliberately not run carries
@@ -117,13 +117,13 @@ class PageRun:
             import starlette  # noqa: F401
         except ImportError as e:
             need_service("the tidelog server", f"{e}; pip install 'tidelog[server]'")
-        http, resp = free_port(), free_port()
-        self.ports.update({"7070": str(http), "7379": str(resp)})
+        http, resp, kafka = free_port(), free_port(), free_port()
+        self.ports.update({"7070": str(http), "7379": str(resp), "9092": str(kafka)})
         log = open(self.directory / "serve.log", "wb")  # noqa: SIM115 - closed in close()
         self.stack.callback(log.close)
         self.server = subprocess.Popen(
             [sys.executable, "-m", "tidelog", "serve", "--db", "tidelog.db", "--port", str(http)]
-            + ["--resp-port", str(resp), "--clean-interval", "0"],
+            + ["--resp-port", str(resp), "--kafka-port", str(kafka), "--clean-interval", "0"],
             cwd=self.directory,
             env=child_env(),
             stdout=log,
@@ -184,7 +184,7 @@ class Pages:
         run = PageRun(page, directory, ports={"8443": str(free_port())})  # a server a block starts
         self.current = run
         blocks = [b for b in RUN if b.page == page]
-        if any(re.search(r"\b(7070|7379)\b", b.code) for b in blocks):
+        if any(re.search(r"\b(7070|7379|9092)\b", b.code) for b in blocks):
             run.start_server()
         if any(DOC_PG in b.code for b in blocks):
             from pgschema import postgres_schema

@@ -385,6 +385,58 @@ class Log:
         check_int("limit", limit, 1)
         return read_messages(self.store, topic, partition, after, limit)
 
+    def delete_before(self, topic: str, partition: int, offset: int) -> int:
+        """Remove a partition's records with an offset below `offset` (Kafka's
+        DeleteRecords; offsets are never reused); returns how many went.
+        OffsetOutOfRange past the partition's end + 1."""
+        check_name("topic", topic)
+        check_int("partition", partition, 0)
+        check_int("offset", offset, 1)
+        if not isinstance(self.store, NamedConsumers):
+            raise ConfigurationError(f"the {type(self.store).__name__} store cannot delete records")
+        bounds = {p.partition: p for p in self.offsets(topic)}
+        if partition not in bounds:
+            raise UnknownPartition(
+                f"topic {topic!r} has partitions 0..{len(bounds) - 1}; partition {partition} does not exist"
+            )
+        last = bounds[partition].last_offset
+        if offset > last + 1:
+            raise OffsetOutOfRange(
+                f"offset {offset} is past the end of {topic!r}/{partition} (last offset {last})",
+                first=bounds[partition].first_offset,
+                last=last,
+            )
+        return self.store.trim(topic, partition, offset) if offset > 1 else 0
+
+    def offset_for_time(self, topic: str, partition: int, timestamp: int) -> int | None:
+        """The first offset whose record's timestamp is at or after `timestamp`
+        (ms), None when no record is that late (Kafka's ListOffsets by time).
+
+        Timestamps are taken to rise with offsets (true of the log's clock;
+        a remote producer's clock may step back a little), so a binary search
+        finds it in log2(records) reads of one record each.
+        """
+        check_name("topic", topic)
+        check_int("partition", partition, 0)
+        check_int("timestamp", timestamp, 0)
+        bounds = {p.partition: p for p in self.offsets(topic)}
+        if partition not in bounds:
+            raise UnknownPartition(
+                f"topic {topic!r} has partitions 0..{len(bounds) - 1}; partition {partition} does not exist"
+            )
+        lo, hi = (
+            bounds[partition].first_offset,
+            bounds[partition].last_offset + 1,
+        )  # the answer is in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            found = self.store.read(topic, partition, mid - 1, 1)
+            if not found or found[0][1] >= timestamp:
+                hi = mid
+            else:
+                lo = found[0][0] + 1
+        return None if lo > bounds[partition].last_offset else lo
+
     def iter(
         self, topic: str, partition: int, after: int = 0, *, chunk: int = READ_CHUNK
     ) -> Iterator[Message]:

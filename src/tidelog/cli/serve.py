@@ -1,5 +1,6 @@
 """`tidelog serve`: the HTTP server (the `server` extra) and, beside it, the
-Redis protocol front (the `resp` extra) on the same log."""
+Redis protocol front (the `resp` extra) and the Kafka listener (the `kafka`
+extra) on the same log."""
 
 from __future__ import annotations
 
@@ -64,6 +65,20 @@ def _request_size(ctx: click.Context, param: click.Parameter, value: str) -> int
     help="Also serve the Redis protocol on this port (same host and token); 0 turns it off.",
 )
 @click.option(
+    "--kafka-port",
+    type=click.IntRange(0, 65535),
+    default=9092,
+    show_default=True,
+    envvar="TIDELOG_KAFKA_PORT",
+    show_envvar=True,
+    help="Also serve Kafka's protocol on this port (same host and token, SASL PLAIN); 0 turns it off.",
+)
+@click.option(
+    "--kafka-advertised-host",
+    metavar="HOST",
+    help="The host Kafka clients are told to connect to (default: --host).",
+)
+@click.option(
     "--clean-interval",
     type=click.FloatRange(0),
     default=60.0,
@@ -113,7 +128,7 @@ def _request_size(ctx: click.Context, param: click.Parameter, value: str) -> int
     type=click.IntRange(1, 1 << 20),
     default=DEFAULT_MAX_CONNECTIONS,
     show_default=True,
-    help="Open connections a front (HTTP, Redis) accepts in one server process; more are refused.",
+    help="Open connections a front (HTTP, Redis, Kafka) accepts in one server process; more are refused.",
 )
 @click.option(
     "--idle-timeout",
@@ -129,7 +144,8 @@ def _request_size(ctx: click.Context, param: click.Parameter, value: str) -> int
     default=DEFAULT_HANDSHAKE_TIMEOUT_S,
     show_default=True,
     metavar="SECONDS",
-    help="Close a new connection that has not sent a request head (HTTP) or authenticated (Redis AUTH) by then.",
+    help="Close a new connection that has not sent a request head (HTTP) or authenticated (Redis AUTH,"
+    " Kafka SASL) by then.",
 )
 @click.option(
     "--max-hold",
@@ -145,7 +161,8 @@ def _request_size(ctx: click.Context, param: click.Parameter, value: str) -> int
     show_default=True,
     metavar="SIZE",
     callback=_request_size,
-    help="The largest request on the Redis protocol, checked against announced lengths before reading.",
+    help="The largest request on the Redis and Kafka protocols (Kafka's socket.request.max.bytes),"
+    " checked against announced lengths before reading.",
 )
 @common_options
 @topic_policy_options
@@ -158,6 +175,8 @@ def serve(
     tls_cert: str | None,
     tls_key: str | None,
     resp_port: int,
+    kafka_port: int,
+    kafka_advertised_host: str | None,
     clean_interval: float,
     txn_window: str,
     log_level: str,
@@ -176,6 +195,15 @@ def serve(
         raise click.UsageError("--tls-cert and --tls-key go together")
     if resp_port and resp_port == port:
         raise click.UsageError("--resp-port must differ from --port")
+    if kafka_port and kafka_port in (port, resp_port):
+        raise click.UsageError("--kafka-port must differ from --port and --resp-port")
+    if kafka_port:
+        try:
+            import kio  # noqa: F401
+        except ImportError:
+            raise click.ClickException(
+                "the Kafka protocol needs kio: pip install 'tidelog[kafka]' (or --kafka-port 0)"
+            ) from None
     if resp_port:
         try:
             import hiredis  # noqa: F401
@@ -206,6 +234,8 @@ def serve(
             tls_cert=tls_cert,
             tls_key=tls_key,
             resp_port=resp_port,
+            kafka_port=kafka_port,
+            kafka_advertised_host=kafka_advertised_host,
             clean_interval=clean_interval,
             txn_window=txn_window,
             auto_create=session.auto_create,

@@ -365,6 +365,76 @@ class GroupStore(Protocol):
     def group_members(self, group: str) -> list[GroupMember]: ...
 
 
+class ClassicState(NamedTuple):
+    """A Kafka classic-protocol group as stored (`tidelog.classic_groups` decides)."""
+
+    generation: int
+    phase: str  # "empty", "preparing", "completing" or "stable"
+    protocol_type: str  # "consumer" for Kafka consumers
+    protocol: str  # the assignor the members agreed on ("range", "cooperative-sticky", ...)
+    leader: str  # the member that computes the assignment
+    deadline: int  # preparing: ms when the join completes without the members still out
+
+
+class ClassicMember(NamedTuple):
+    """One member of a classic-protocol group."""
+
+    member: str
+    instance: str | None  # group.instance.id (static membership), kept and shown
+    client_id: str
+    host: str
+    session_ms: int
+    rebalance_ms: int
+    heartbeat: int  # ms since epoch of its last sign of life
+    protocols: bytes  # its (assignor, metadata) list, as `classic_groups.encode_protocols` packs it
+    joined: bool  # rejoined in the rebalance under way
+    generation: int  # the generation it was admitted to (0: none yet)
+    assignment: bytes  # what the leader gave it in that generation
+
+
+class ClassicGroupTx(Protocol):
+    """What a store offers `tidelog.classic_groups` inside one transaction that
+    holds a classic group's lock (the group exists in it, empty at first)."""
+
+    def state(self) -> ClassicState: ...
+
+    def set_state(self, state: ClassicState) -> None: ...
+
+    def members(self) -> list[ClassicMember]:
+        """Every member, by member id."""
+
+    def put_member(self, member: ClassicMember) -> None:
+        """Add or replace a member."""
+
+    def remove_members(self, members: list[str]) -> None: ...
+
+    def commit(self, topic: str, partition: int, offset: int) -> None:
+        """Set the group's committed offset on a partition (Kafka's commit sets
+        it, backwards too); OffsetOutOfRange / UnknownTopic / UnknownPartition
+        change nothing."""
+
+
+T = TypeVar("T")
+
+
+@runtime_checkable
+class ClassicGroupStore(Protocol):
+    """Kafka's classic group protocol's state: the mechanics; the policy is
+    `tidelog.classic_groups`. A classic group is a stream group (its name
+    is registered as one, its commits are the group's committed offsets)."""
+
+    def classic_run(self, group: str, now: int, step: Callable[[ClassicGroupTx], T]) -> T:
+        """Run `step` in one write transaction that holds `group`'s lock
+        (made empty on first use), so steps of one group take turns across
+        connections and processes; an error from `step` rolls it back."""
+
+    def classic_describe(self, group: str) -> tuple[ClassicState, list[ClassicMember]] | None:
+        """A group's state and members (None when it was never used)."""
+
+    def classic_list(self) -> list[tuple[str, ClassicState]]:
+        """Every classic group and its state, by name."""
+
+
 @runtime_checkable
 class QueueStore(Protocol):
     """Queue groups: leases and their settling; the policy lives in `tidelog.queues`."""

@@ -222,6 +222,8 @@ def _serve_process(
         "limits",
     )
     app_kw = {k: kw.pop(k) for k in app_options if k in kw}
+    kafka_port = kw.pop("kafka_port", 0)
+    kafka_host = kw.pop("kafka_advertised_host", None)
     is_home = home is not None and worker == 0
     app = create_app(url, token, max_body=max_body, member_home=None if is_home else home, **app_kw)
     server = build_server(app, host, port, tls_cert, tls_key, **kw)
@@ -245,9 +247,35 @@ def _serve_process(
                 limits=app.state.ctx.settings.limits,
             )
             say("Redis protocol on %s:%s (redis-cli -p %s)", host, resp_port, resp_port)
+        kafka = None
+        if kafka_port:
+            from ..kafka import start_kafka_server
+
+            kafka = await start_kafka_server(
+                resp_log(app),
+                host,
+                kafka_port,
+                token,
+                hub=app.state.ctx.hub,
+                writer=app.state.ctx.writer,
+                reuse_port=worker is not None,
+                limits=app.state.ctx.settings.limits,
+                advertised_host=kafka_host,
+            )
+            say(
+                "Kafka protocol on %s:%s (bootstrap.servers=%s:%s)",
+                host,
+                kafka_port,
+                kafka_host or host,
+                kafka_port,
+            )
         stopping: list[asyncio.Task] = []
 
         async def stop() -> None:
+            if kafka is not None:  # before the app: it uses the app's log, hub and writer
+                from ..kafka import stop_kafka_server
+
+                await stop_kafka_server(kafka)
             if resp is not None:  # first: it uses the log the app closes when it stops
                 from ..resp import stop_resp_server
 

@@ -7,9 +7,10 @@ psycopg 3 with its connection pool. One module a role, each a subclass of
 
 from __future__ import annotations
 
-from ..base import Cleanable, NamedConsumers, Reclaimable, Store, Transactional, Watchable
+from ..base import ClassicGroupStore, Cleanable, NamedConsumers, Reclaimable, Store, Transactional, Watchable
 from ..failures import translate_errors
 from .base import DRIVER_ERROR, PostgresBase, store_failure
+from .classic import PostgresClassicGroups
 from .consumers import PostgresConsumers
 from .groups import PostgresGroups
 from .log import PostgresLog
@@ -24,10 +25,12 @@ class PostgresStore(
     PostgresQueues,
     PostgresConsumers,
     PostgresGroups,
+    PostgresClassicGroups,
     PostgresRetention,
     PostgresOutbox,
     Store,
     NamedConsumers,
+    ClassicGroupStore,
     Cleanable,
     Watchable,
     Reclaimable,

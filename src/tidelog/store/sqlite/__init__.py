@@ -10,9 +10,19 @@ from __future__ import annotations
 
 import sqlite3
 
-from ..base import Cleanable, NamedConsumers, ReadsInto, Reclaimable, Store, Transactional, Watchable
+from ..base import (
+    ClassicGroupStore,
+    Cleanable,
+    NamedConsumers,
+    ReadsInto,
+    Reclaimable,
+    Store,
+    Transactional,
+    Watchable,
+)
 from ..failures import translate_errors
 from .base import SQLiteBase, path_from_url, store_failure
+from .classic import SQLiteClassicGroups
 from .consumers import SQLiteConsumers
 from .groups import SQLiteGroups
 from .log import SQLiteLog
@@ -27,10 +37,12 @@ class SQLiteStore(
     SQLiteQueues,
     SQLiteConsumers,
     SQLiteGroups,
+    SQLiteClassicGroups,
     SQLiteRetention,
     SQLiteOutbox,
     Store,
     NamedConsumers,
+    ClassicGroupStore,
     Cleanable,
     Watchable,
     Reclaimable,

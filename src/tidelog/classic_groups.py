@@ -1,0 +1,407 @@
+"""Kafka's classic group protocol, written once for every store, beside `coordinator.py`.
+
+In tidelog's own stream groups the store computes the assignment
+(`coordinator.rebalance`); in Kafka's classic protocol the members do: they
+all join, the coordinator picks one assignor they all support and a leader,
+the leader computes the assignment and hands it back in its SyncGroup, and
+each member gets its share. This module holds that protocol's policy; a
+store runs each step as one transaction holding the group's lock over the
+primitives of `store.base.ClassicGroupTx`, so a group survives a restart and
+is coordinated across `serve` processes over PostgreSQL.
+
+Phases (Kafka's states): empty (no members), preparing (a rebalance waits
+for the members to join again), completing (everyone joined: the leader
+owes the assignment), stable. The generation moves on when a rebalance
+completes; heartbeats, commits and syncs from another generation are
+refused. A member whose session runs out without a sign of life leaves, and
+so does one that has not joined again by the rebalance's deadline (the
+longest rebalance timeout of the members).
+
+A step returns an outcome; `PENDING` tells the caller (the Kafka listener)
+to look again later with the matching `*_poll` step, as a JoinGroup or
+SyncGroup request waits for the other members. Errors are Kafka's own
+words (`UNKNOWN_MEMBER_ID`, ...): the protocol is Kafka's.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from .errors import TidelogError
+from .store.base import ClassicGroupTx, ClassicMember
+
+EMPTY, PREPARING, COMPLETING, STABLE = "empty", "preparing", "completing", "stable"
+
+# Error words, as Kafka names them (the listener maps them to its codes).
+UNKNOWN_MEMBER_ID = "unknown_member_id"
+ILLEGAL_GENERATION = "illegal_generation"
+REBALANCE_IN_PROGRESS = "rebalance_in_progress"
+INCONSISTENT_GROUP_PROTOCOL = "inconsistent_group_protocol"
+MEMBER_ID_REQUIRED = "member_id_required"
+
+
+class Pending:
+    """The step cannot answer yet: look again (`join_poll`, `sync_poll`)."""
+
+    def __repr__(self) -> str:
+        return "PENDING"
+
+
+PENDING = Pending()
+
+
+class JoinRequest(NamedTuple):
+    member: str  # "" for a new member
+    instance: str | None
+    client_id: str
+    host: str
+    session_ms: int
+    rebalance_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]  # (assignor, subscription metadata), preferred first
+    require_member_id: bool  # JoinGroup v4+: a new member is first handed its id
+
+
+class Joined(NamedTuple):
+    """A JoinGroup's answer: the new generation, and for the leader every member's metadata."""
+
+    error: str | None
+    generation: int
+    protocol_type: str
+    protocol: str
+    leader: str
+    member: str
+    members: list[tuple[str, str | None, bytes]]  # (member, instance, metadata) for the leader
+
+
+class Synced(NamedTuple):
+    error: str | None
+    protocol_type: str
+    protocol: str
+    assignment: bytes
+
+
+class Committed(NamedTuple):
+    """An OffsetCommit's answer: a group-level error, or each partition's (None: written)."""
+
+    error: str | None
+    partitions: list[TidelogError | None]
+
+
+# the members' protocols, packed for the store ---------------------------------------------
+
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+
+
+def encode_protocols(protocols: Sequence[tuple[str, bytes]]) -> bytes:
+    """(assignor, metadata) pairs as one blob: u16 count, then u16 name length,
+    name, u32 metadata length, metadata."""
+    out = bytearray(_U16.pack(len(protocols)))
+    for name, metadata in protocols:
+        raw = name.encode()
+        out += _U16.pack(len(raw)) + raw + _U32.pack(len(metadata)) + metadata
+    return bytes(out)
+
+
+def decode_protocols(blob: bytes) -> list[tuple[str, bytes]]:
+    (count,) = _U16.unpack_from(blob, 0)
+    at = 2
+    out = []
+    for _ in range(count):
+        (n,) = _U16.unpack_from(blob, at)
+        name = blob[at + 2 : at + 2 + n].decode()
+        at += 2 + n
+        (m,) = _U32.unpack_from(blob, at)
+        out.append((name, bytes(blob[at + 4 : at + 4 + m])))
+        at += 4 + m
+    return out
+
+
+# the policy ---------------------------------------------------------------------------------
+
+
+class _Group:
+    """A step's view of the group: its state and members, changed in place and written back."""
+
+    def __init__(self, tx: ClassicGroupTx, now: int):
+        self.tx = tx
+        self.now = now
+        self.state = tx.state()
+        self.members = {m.member: m for m in tx.members()}
+
+    def put(self, member: ClassicMember) -> None:
+        self.members[member.member] = member
+        self.tx.put_member(member)
+
+    def remove(self, names: list[str]) -> None:
+        for name in names:
+            self.members.pop(name, None)
+        self.tx.remove_members(names)
+
+    def set_state(self, **changes: Any) -> None:
+        self.state = self.state._replace(**changes)
+        self.tx.set_state(self.state)
+
+    def alive(self, member: str) -> ClassicMember | None:
+        """A member, with its heartbeat made now (any request from it is a sign of life)."""
+        m = self.members.get(member)
+        if m is not None:
+            m = m._replace(heartbeat=self.now)
+            self.put(m)
+        return m
+
+    def expire(self) -> None:
+        """Members whose session ran out leave; a stable group then rebalances."""
+        gone = [m.member for m in self.members.values() if m.heartbeat + m.session_ms < self.now]
+        if gone:
+            self.remove(gone)
+            self.rebalance()
+
+    def rebalance(self, joining: str | None = None) -> None:
+        """Start a rebalance (or end one with nobody left): every member but
+        `joining` (who just did) must join again."""
+        if not self.members:
+            if self.state.phase != EMPTY:
+                self.set_state(
+                    generation=self.state.generation + 1, phase=EMPTY, protocol="", leader="", deadline=0
+                )
+            return
+        if self.state.phase != PREPARING:
+            for m in list(self.members.values()):
+                if m.joined and m.member != joining:
+                    self.put(m._replace(joined=False))
+            deadline = self.now + max(m.rebalance_ms for m in self.members.values())
+            self.set_state(phase=PREPARING, deadline=deadline)
+        self.complete()
+
+    def complete(self) -> None:
+        """End a rebalance once every member joined again, or its deadline passed."""
+        if self.state.phase != PREPARING:
+            return
+        joined = [m for m in self.members.values() if m.joined]
+        if len(joined) < len(self.members) and self.now < self.state.deadline:
+            return
+        self.remove([m.member for m in self.members.values() if not m.joined])
+        if not joined:
+            self.set_state(
+                generation=self.state.generation + 1, phase=EMPTY, protocol="", leader="", deadline=0
+            )
+            return
+        generation = self.state.generation + 1
+        leader = self.state.leader if self.state.leader in self.members else joined[0].member
+        protocol = _choose(joined)
+        for m in joined:
+            self.put(m._replace(joined=False, generation=generation, assignment=b""))
+        self.set_state(generation=generation, phase=COMPLETING, protocol=protocol, leader=leader, deadline=0)
+
+    def joined(self, member: str) -> Joined | Pending:
+        m = self.members.get(member)
+        if m is None:
+            return _join_error(UNKNOWN_MEMBER_ID, member)
+        s = self.state
+        if s.phase == PREPARING or m.generation != s.generation:
+            return PENDING
+        members = []
+        if member == s.leader:
+            members = [
+                (o.member, o.instance, dict(decode_protocols(o.protocols)).get(s.protocol, b""))
+                for o in self.members.values()
+                if o.generation == s.generation
+            ]
+        return Joined(None, s.generation, s.protocol_type, s.protocol, s.leader, member, members)
+
+
+def _choose(members: list[ClassicMember]) -> str:
+    """The assignor every member supports, by the members' votes (each votes
+    for its most preferred of those), ties to the first member's order."""
+    supported = [dict(decode_protocols(m.protocols)) for m in members]
+    common = set(supported[0]).intersection(*supported[1:])
+    first_order = [name for name, _ in decode_protocols(members[0].protocols) if name in common]
+    votes = Counter(
+        next(name for name, _ in decode_protocols(m.protocols) if name in common) for m in members
+    )
+    return max(first_order, key=lambda name: (votes[name], -first_order.index(name)))
+
+
+def _join_error(error: str, member: str) -> Joined:
+    return Joined(error, -1, "", "", "", member, [])
+
+
+def join(
+    request: JoinRequest, now: int, new_member_id: Callable[[], str]
+) -> Callable[[ClassicGroupTx], Joined | Pending]:
+    """A JoinGroup: the member joins (or rejoins) and the group rebalances;
+    PENDING until the rebalance completes (then `join_poll`)."""
+
+    def step(tx: ClassicGroupTx) -> Joined | Pending:
+        g = _Group(tx, now)
+        g.expire()
+        member = request.member
+        if not member:
+            member = new_member_id()
+            if request.require_member_id:
+                # Handed its id before it counts (Kafka's KIP-394): a client
+                # that times out and retries does not leave a ghost behind.
+                return _join_error(MEMBER_ID_REQUIRED, member)
+        names = {name for name, _ in request.protocols}
+        others = [m for m in g.members.values() if m.member != member]
+        if not names or (
+            others
+            and (
+                request.protocol_type != g.state.protocol_type
+                or not names.intersection(*(dict(decode_protocols(m.protocols)) for m in others))
+            )
+        ):
+            return _join_error(INCONSISTENT_GROUP_PROTOCOL, member)
+        protocols = encode_protocols(request.protocols)
+        existing = g.members.get(member)
+        s = g.state
+        if (
+            existing is not None
+            and existing.protocols == protocols
+            and existing.generation == s.generation
+            and (s.phase == COMPLETING or (s.phase == STABLE and member != s.leader))
+        ):
+            # A rejoin that changes nothing: the current generation's answer
+            # (the leader's rejoin in a stable group asks for a rebalance).
+            g.alive(member)
+            return g.joined(member)
+        g.put(
+            ClassicMember(
+                member,
+                request.instance,
+                request.client_id,
+                request.host,
+                request.session_ms,
+                request.rebalance_ms,
+                now,
+                protocols,
+                True,
+                existing.generation if existing else 0,
+                existing.assignment if existing else b"",
+            )
+        )
+        if not others:
+            g.set_state(protocol_type=request.protocol_type)
+        g.rebalance(joining=member)
+        return g.joined(member)
+
+    return step
+
+
+def join_poll(member: str, now: int) -> Callable[[ClassicGroupTx], Joined | Pending]:
+    """A waiting JoinGroup's next look (it keeps the member alive meanwhile)."""
+
+    def step(tx: ClassicGroupTx) -> Joined | Pending:
+        g = _Group(tx, now)
+        g.expire()
+        if g.alive(member) is None:
+            return _join_error(UNKNOWN_MEMBER_ID, member)
+        g.complete()
+        return g.joined(member)
+
+    return step
+
+
+def sync(
+    member: str, generation: int, assignments: dict[str, bytes] | None, now: int
+) -> Callable[[ClassicGroupTx], Synced | Pending]:
+    """A SyncGroup: the leader's carries the assignment (`assignments`), every
+    member's waits for it; PENDING until the leader's arrived (then `sync_poll`)."""
+
+    def step(tx: ClassicGroupTx) -> Synced | Pending:
+        g = _Group(tx, now)
+        g.expire()
+        if g.alive(member) is None:
+            return Synced(UNKNOWN_MEMBER_ID, "", "", b"")
+        s = g.state
+        if generation != s.generation:
+            return Synced(ILLEGAL_GENERATION, "", "", b"")
+        if s.phase == PREPARING:
+            return Synced(REBALANCE_IN_PROGRESS, "", "", b"")
+        if s.phase == COMPLETING and member == s.leader and assignments is not None:
+            for m in list(g.members.values()):
+                g.put(m._replace(assignment=assignments.get(m.member, b"")))
+            g.set_state(phase=STABLE)
+        if g.state.phase == STABLE:
+            return Synced(None, s.protocol_type, s.protocol, g.members[member].assignment)
+        return PENDING
+
+    return step
+
+
+def sync_poll(member: str, generation: int, now: int) -> Callable[[ClassicGroupTx], Synced | Pending]:
+    """A waiting SyncGroup's next look."""
+    return sync(member, generation, None, now)
+
+
+def heartbeat(member: str, generation: int, now: int) -> Callable[[ClassicGroupTx], str | None]:
+    """A Heartbeat: None, or the error that sends the member back to JoinGroup."""
+
+    def step(tx: ClassicGroupTx) -> str | None:
+        g = _Group(tx, now)
+        g.expire()
+        if g.alive(member) is None:
+            return UNKNOWN_MEMBER_ID
+        if generation != g.state.generation:
+            return ILLEGAL_GENERATION
+        if g.state.phase == PREPARING:
+            return REBALANCE_IN_PROGRESS
+        return None
+
+    return step
+
+
+def leave(members: list[str], now: int) -> Callable[[ClassicGroupTx], list[str | None]]:
+    """A LeaveGroup: each member's error (None: it left); the rest rebalance."""
+
+    def step(tx: ClassicGroupTx) -> list[str | None]:
+        g = _Group(tx, now)
+        errors: list[str | None] = [None if m in g.members else UNKNOWN_MEMBER_ID for m in members]
+        gone = [m for m in members if m in g.members]
+        if gone:
+            g.remove(gone)
+            g.rebalance()
+        g.expire()
+        return errors
+
+    return step
+
+
+def commit(
+    member: str, generation: int, offsets: list[tuple[str, int, int]], now: int
+) -> Callable[[ClassicGroupTx], Committed]:
+    """An OffsetCommit: fenced by the member and its generation; generation
+    -1 with no member is a commit from outside the group (a tool resetting
+    offsets, a client assigning partitions itself), allowed while the group
+    has no members. Each offset is the group's committed offset (Kafka sets
+    it, backwards too), in the transaction that checked the fence."""
+
+    def step(tx: ClassicGroupTx) -> Committed:
+        g = _Group(tx, now)
+        g.expire()
+        if generation < 0 and not member:
+            if g.members:
+                return Committed(UNKNOWN_MEMBER_ID, [])
+        else:  # a refused commit changes nothing, not even the member's heartbeat
+            if member not in g.members:
+                return Committed(UNKNOWN_MEMBER_ID, [])
+            if generation != g.state.generation:
+                return Committed(ILLEGAL_GENERATION, [])
+            if g.state.phase == COMPLETING:
+                return Committed(REBALANCE_IN_PROGRESS, [])
+            g.alive(member)
+        results: list[TidelogError | None] = []
+        for topic, partition, offset in offsets:
+            try:
+                tx.commit(topic, partition, offset)
+                results.append(None)
+            except TidelogError as e:
+                results.append(e)
+        return Committed(None, results)
+
+    return step

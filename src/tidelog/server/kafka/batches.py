@@ -1,0 +1,354 @@
+"""Kafka record batches (magic 2) in and out, with their codecs.
+
+kio reads a request's fields; a Produce request's records field is raw bytes,
+and kio's own batch reader and writer do not fit a broker: the reader drops
+the milliseconds of each record's timestamp (it keeps whole seconds) and
+neither decompresses, and the writer builds a datetime and a buffer a record.
+So the batch layout is walked here with kio's native varint readers, the
+CRC32C is the crc32c package's, and the codecs are zlib (gzip) and cramjam
+(snappy, lz4, zstd): nothing of the format is guessed, every length is
+checked against the bytes that hold it.
+
+Layout (Kafka's "message format", v2): base offset i64, batch length i32,
+leader epoch i32, magic i8, crc u32 (CRC32C of what follows), attributes i16,
+last offset delta i32, base timestamp i64, max timestamp i64, producer id
+i64, producer epoch i16, base sequence i32, record count i32, records. A
+record: length varint, attributes i8, timestamp delta varlong, offset delta
+varint, key (varint length, -1 for null), value (the same), header count
+varint, each header a key and a value as above.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Any, NamedTuple
+
+from crc32c import crc32c
+from kio.serial.readers import read_signed_varint, read_signed_varlong
+
+_HEAD = struct.Struct(">qiibIhiqqqhii")  # base offset .. record count: 61 bytes
+HEAD_SIZE = _HEAD.size
+_CRC_FROM = 21  # the CRC covers the batch from the attributes on
+_LENGTH_FROM = 12  # the batch length counts the bytes after it
+
+NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+CODECS = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+TRANSACTIONAL = 0x10
+CONTROL = 0x20
+LOG_APPEND_TIME = 0x08
+XERIAL = b"\x82SNAPPY\x00"
+
+
+class CorruptBatch(ValueError):
+    """Bytes that are not a well-formed record batch (Kafka's CORRUPT_MESSAGE)."""
+
+
+class UnsupportedCodec(ValueError):
+    """A compression codec this listener cannot read (UNSUPPORTED_COMPRESSION_TYPE)."""
+
+
+class KafkaRecord(NamedTuple):
+    timestamp: int  # ms since epoch
+    key: bytes | None
+    value: bytes | None  # None: a tombstone
+    headers: list[tuple[bytes | None, bytes | None]]
+
+
+class Batch(NamedTuple):
+    """One record batch of a Produce request, its records decoded."""
+
+    attributes: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records: list[KafkaRecord]
+
+
+def read_batches(data: bytes, max_bytes: int) -> list[Batch]:
+    """Every batch in a Produce request's records field.
+
+    CorruptBatch for anything malformed (a bad CRC, a length that does not
+    add up, an old message format), UnsupportedCodec for an unknown codec;
+    a batch that decompresses past `max_bytes` is refused as corrupt.
+    """
+    view = memoryview(data)
+    batches = []
+    at = 0
+    while at < len(view):
+        if len(view) - at < HEAD_SIZE:
+            raise CorruptBatch(f"{len(view) - at} bytes left, too few for a record batch header")
+        (_, length, _, magic, crc, attributes, _, base_ts, max_ts, pid, epoch, base_seq, count) = (
+            _HEAD.unpack_from(view, at)
+        )
+        if magic != 2:
+            raise CorruptBatch(f"message format v{magic} is not served: send record batches (v2)")
+        end = at + _LENGTH_FROM + length
+        if length < HEAD_SIZE - _LENGTH_FROM or end > len(view):
+            raise CorruptBatch(f"a batch length of {length} does not fit the {len(view) - at} bytes left")
+        if crc32c(view[at + _CRC_FROM : end]) != crc:
+            raise CorruptBatch("record batch CRC mismatch")
+        if count < 0:
+            raise CorruptBatch(f"a batch of {count} records")
+        codec = attributes & 0x07
+        if codec == NONE:
+            body = bytes(view[at + HEAD_SIZE : end])
+        else:
+            body = decompress(codec, view[at + HEAD_SIZE : end], max_bytes)
+        batches.append(
+            Batch(attributes, base_ts, max_ts, pid, epoch, base_seq, _read_records(body, count, base_ts))
+        )
+        at = end
+    return batches
+
+
+def decompress(codec: int, body: memoryview, max_bytes: int) -> bytes:
+    try:
+        if codec == GZIP:
+            inflate = zlib.decompressobj(wbits=47)  # gzip or zlib, told apart by the header
+            out = inflate.decompress(body, max_bytes + 1)
+        elif codec == SNAPPY:
+            out = _unsnappy(bytes(body), max_bytes)
+        elif codec == LZ4:
+            import cramjam
+
+            out = bytes(cramjam.lz4.decompress(body))
+        elif codec == ZSTD:
+            import cramjam
+
+            out = bytes(cramjam.zstd.decompress(body))
+        else:
+            raise UnsupportedCodec(f"compression codec {codec} is not one of gzip, snappy, lz4, zstd")
+    except (UnsupportedCodec, CorruptBatch):
+        raise
+    except Exception as e:  # zlib.error, cramjam's DecompressionError
+        raise CorruptBatch(f"{CODECS[codec]} data does not decompress: {e}") from None
+    if len(out) > max_bytes:
+        raise CorruptBatch(f"a batch decompresses past {max_bytes} bytes")
+    return out
+
+
+def _unsnappy(data: bytes, max_bytes: int) -> bytes:
+    """Raw snappy (librdkafka) or the xerial framing Java clients write:
+    a magic header, then blocks of a u32 length and raw snappy."""
+    import cramjam
+
+    if not data.startswith(XERIAL):
+        if cramjam.snappy.decompress_raw_len(data) > max_bytes:
+            raise CorruptBatch(f"a batch decompresses past {max_bytes} bytes")
+        return bytes(cramjam.snappy.decompress_raw(data))
+    out = bytearray()
+    at = 16  # magic (8), version (4), compatible version (4)
+    while at < len(data):
+        if at + 4 > len(data):
+            raise CorruptBatch("a xerial snappy block length runs past the data")
+        (n,) = struct.unpack_from(">I", data, at)
+        block = data[at + 4 : at + 4 + n]
+        if len(block) != n:
+            raise CorruptBatch("a xerial snappy block runs past the data")
+        if len(out) + cramjam.snappy.decompress_raw_len(block) > max_bytes:
+            raise CorruptBatch(f"a batch decompresses past {max_bytes} bytes")
+        out += cramjam.snappy.decompress_raw(block)
+        at += 4 + n
+    return bytes(out)
+
+
+def _read_records(body: bytes, count: int, base_ts: int) -> list[KafkaRecord]:
+    """A batch's records. Most varints here are one byte (a small length or
+    delta): those are read inline, the others by kio's native reader."""
+    records = []
+    at = 0
+    end = len(body)
+    make = KafkaRecord._make
+    try:
+        for _ in range(count):
+            b = body[at]
+            if b < 0x80:
+                length, at = (b >> 1) ^ -(b & 1), at + 1
+            else:
+                length, n = read_signed_varint(body, at)
+                at += n
+            stop = at + length
+            if length < 0 or stop > end:
+                raise CorruptBatch(f"a record of {length} bytes runs past its batch")
+            b = body[at + 1]  # after the record's attributes (unused)
+            if b < 0x80:
+                delta, at = (b >> 1) ^ -(b & 1), at + 2
+            else:
+                delta, n = read_signed_varlong(body, at + 1)
+                at += 1 + n
+            if body[at] < 0x80:  # offset delta: offsets are ours to give
+                at += 1
+            else:
+                at += read_signed_varint(body, at)[1]
+            key, at = _bytes(body, at, stop)
+            value, at = _bytes(body, at, stop)
+            b = body[at]
+            if b < 0x80:
+                count_h, at = (b >> 1) ^ -(b & 1), at + 1
+            else:
+                count_h, n = read_signed_varint(body, at)
+                at += n
+            headers: list[tuple[bytes | None, bytes | None]] = []
+            if count_h:
+                if count_h < 0 or count_h > stop - at:
+                    raise CorruptBatch(f"a record announces {count_h} headers")
+                for _ in range(count_h):
+                    name, at = _bytes(body, at, stop)
+                    data, at = _bytes(body, at, stop)
+                    headers.append((name, data))
+            if at != stop:
+                raise CorruptBatch("a record's fields do not add up to its length")
+            records.append(make((base_ts + delta, key, value, headers)))
+    except CorruptBatch:
+        raise
+    except Exception as e:  # an index or a varint past the end
+        raise CorruptBatch(f"a record does not decode: {e}") from None
+    if at != end:
+        raise CorruptBatch(f"{end - at} bytes follow the batch's {count} records")
+    return records
+
+
+def _bytes(body: bytes, at: int, stop: int) -> tuple[bytes | None, int]:
+    b = body[at]
+    if b < 0x80:
+        n, at = (b >> 1) ^ -(b & 1), at + 1
+    else:
+        n, size = read_signed_varint(body, at)
+        at += size
+    if n < 0:
+        return None, at
+    if at + n > stop:
+        raise CorruptBatch("a key, value or header runs past its record")
+    return body[at : at + n], at + n
+
+
+# Writing ------------------------------------------------------------------------
+
+
+def _zigzag(n: int) -> bytes:
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+_SMALL = [_zigzag(i) for i in range(1 << 13)]  # 0 .. 8191: one or two bytes, looked up
+_NULL = _zigzag(-1)
+
+
+def varint(n: int) -> bytes:
+    """Kafka's zigzag varint (and varlong) of `n`."""
+    return _SMALL[n] if 0 <= n < 8192 else _zigzag(n)
+
+
+def _field(data: bytes | None) -> bytes:
+    return _NULL if data is None else varint(len(data)) + data
+
+
+def write_batch(records: list[tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes]]]]) -> bytes:
+    """One uncompressed batch of `records` (Kafka offset, timestamp, key,
+    value, headers), in offset order; offsets may have gaps (compaction)."""
+    base_offset, base_ts = records[0][0], records[0][1]
+    max_ts = base_ts
+    parts: list[bytes] = []
+    append = parts.append
+    for offset, ts, key, value, headers in records:
+        if ts > max_ts:
+            max_ts = ts
+        delta = offset - base_offset
+        body = b"".join(
+            (
+                b"\0",
+                varint(ts - base_ts) if ts >= base_ts else _zigzag(ts - base_ts),
+                _SMALL[delta] if delta < 8192 else _zigzag(delta),
+                _field(key),
+                _field(value),
+                varint(len(headers)),
+                *(_field(name.encode()) + _field(data) for name, data in headers),
+            )
+        )
+        append(varint(len(body)))
+        append(body)
+    last_delta = records[-1][0] - base_offset
+    tail = struct.pack(">hiqqqhii", 0, last_delta, base_ts, max_ts, -1, -1, -1, len(records))
+    payload = tail + b"".join(parts)
+    head = struct.pack(">qiibI", base_offset, len(payload) + 9, 0, 2, crc32c(payload))
+    return head + payload
+
+
+def _headers_field(blob: bytes) -> bytes:
+    """tidelog's headers blob (u16 name length, name, u32 value length, value;
+    records.encode_headers) as a Kafka record's header count and headers."""
+    out = []
+    at, end = 0, len(blob)
+    while at < end:
+        (n,) = struct.unpack_from(">H", blob, at)
+        name = blob[at + 2 : at + 2 + n]
+        at += 2 + n
+        (m,) = struct.unpack_from(">I", blob, at)
+        out.append(varint(n) + name + varint(m) + blob[at + 4 : at + 4 + m])
+        at += 4 + m
+    return varint(len(out)) + b"".join(out)
+
+
+def write_rows(rows: list[tuple[int, int, bytes | str, bytes | None]], decode_meta: Any) -> bytes:
+    """One uncompressed batch of tidelog rows (offset, timestamp, stored
+    value, meta): the record at tidelog offset n goes out at Kafka offset
+    n - 1. `decode_meta` is the core's (records.decode_meta): a str value is
+    text or JSON, sent as its UTF-8 text, and JSON null is a tombstone."""
+    base_offset, base_ts = rows[0][0], rows[0][1]
+    max_ts = base_ts
+    small = _SMALL
+    parts: list[bytes] = []
+    append = parts.append
+    # A key and its headers, framed, by meta blob: records of a key share one.
+    framed: dict[bytes, tuple[bytes, bytes, int | None]] = {}
+    for offset, ts, value, meta in rows:
+        if meta is None:
+            key_field = _NULL
+            headers_field = b"\0"
+            fmt = None
+        else:
+            known = framed.get(meta)
+            if known is None:
+                fmt, key, blob, _ = decode_meta(meta)
+                known = framed[meta] = (
+                    _NULL if key is None else varint(len(key)) + key,
+                    b"\0" if blob is None else _headers_field(blob),
+                    fmt,
+                )
+            key_field, headers_field, fmt = known
+        if type(value) is bytes:
+            n = len(value)
+            value_field = (small[n] if n < 8192 else _zigzag(n)) + value
+        elif fmt is None and value == "null":
+            value_field = _NULL
+        else:
+            raw = value.encode()  # type: ignore[union-attr]
+            value_field = varint(len(raw)) + raw
+        if ts > max_ts:
+            max_ts = ts
+        dts = ts - base_ts
+        delta = offset - base_offset
+        body = (
+            b"\0"
+            + (small[dts] if 0 <= dts < 8192 else _zigzag(dts))
+            + (small[delta] if delta < 8192 else _zigzag(delta))
+            + key_field
+            + value_field
+            + headers_field
+        )
+        n = len(body)
+        append(small[n] if n < 8192 else _zigzag(n))
+        append(body)
+    last_delta = rows[-1][0] - base_offset
+    tail = struct.pack(">hiqqqhii", 0, last_delta, base_ts, max_ts, -1, -1, -1, len(rows))
+    payload = tail + b"".join(parts)
+    head = struct.pack(">qiibI", base_offset - 1, len(payload) + 9, 0, 2, crc32c(payload))
+    return head + payload

@@ -1,0 +1,219 @@
+"""Produce and InitProducerId: Kafka's record batches become tidelog records.
+
+A Kafka record is a tidelog record: its key, value and headers as they came
+(a header's null value as empty bytes), its timestamp the producer's
+(CreateTime; the log's clock when the producer sent none), and a null value
+(a tombstone) is tidelog's null value, which compaction treats as one.
+Kafka offsets start at 0: tidelog's offset n is Kafka's n - 1 on the wire.
+
+A request's partitions are decoded and checked on the group-commit writer's
+thread, in its job; those that pass are committed together (one transaction
+with the produce requests of every connection waiting), so `acks=1` and
+`acks=all` are answered after the commit, and a partition refused (a bad
+CRC, a missing topic with auto-create off, a record over max.message.bytes)
+writes nothing and gets its own error code.
+
+Idempotent producers (`enable.idempotence`): InitProducerId hands out a
+random 62-bit producer id (no store state, so any broker of the cluster may
+answer), and each batch of a producer id is written under an idempotent
+write id made of the producer id, epoch, partition, base sequence and topic:
+a retried batch is found and answered with its first offsets, never written
+twice (for as long as `--txn-window`, 7 days by default). Sequence gaps are
+not checked (no OUT_OF_ORDER_SEQUENCE_NUMBER).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import secrets
+import struct
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ...errors import InvalidValue, TidelogError
+from ...records import NewRecord, Prepared
+from .batches import HEAD_SIZE, LOG_APPEND_TIME, Batch, CorruptBatch, UnsupportedCodec, read_batches
+from .broker import Broker, Session
+from .codes import error_code
+from .wire import Request
+
+_PRODUCER = struct.Struct(">qhi")  # a batch's producer id, epoch and base sequence, at byte 43
+
+
+class Refused(Exception):
+    """A partition's records refused before anything was written, with Kafka's code."""
+
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def _runs(topic: str, partition: int, batch: Batch, broker: Broker) -> list[Prepared]:
+    """A batch as Prepared runs of records that share a timestamp (a Prepared has one)."""
+    producer = broker.producer
+    append_time = batch.attributes & LOG_APPEND_TIME
+    out: list[Prepared] = []
+    run: list[NewRecord] = []
+    run_ts: int | None = None
+    for record in batch.records:
+        ts: int | None = None if append_time or record.timestamp < 0 else record.timestamp
+        if run and ts != run_ts:
+            out.append(producer.prepare(topic, run, partition=partition, timestamp=run_ts))
+            run = []
+        run_ts = ts
+        headers = None
+        if record.headers:
+            try:
+                headers = [
+                    (name.decode() if name is not None else "", value or b"")
+                    for name, value in record.headers
+                ]
+            except UnicodeDecodeError:
+                raise InvalidValue("a header name is not UTF-8 text") from None
+        run.append(NewRecord(record.value, record.key, headers))
+    if run:
+        out.append(producer.prepare(topic, run, partition=partition, timestamp=run_ts))
+    return out
+
+
+def _prepare(broker: Broker, topic: str, partition: int, data: bytes | None) -> list[Prepared]:
+    """Decode a partition's batches and check them as a write would; Refused with Kafka's code."""
+    try:
+        batches = read_batches(data or b"", broker.limits.max_request)
+        if not batches:
+            raise Refused(ErrorCode.corrupt_message, "a produce with no record batch")
+        return [p for batch in batches if batch.records for p in _runs(topic, partition, batch, broker)]
+    except CorruptBatch as e:
+        raise Refused(ErrorCode.corrupt_message, str(e)) from None
+    except UnsupportedCodec as e:
+        raise Refused(ErrorCode.unsupported_compression_type, str(e)) from None
+    except TidelogError as e:
+        raise Refused(error_code(e), str(e)) from None
+
+
+def _idempotent_id(topic: str, partition: int, data: bytes | None) -> str | None:
+    """The idempotent write id of a partition's records, from its first batch's
+    header (a producer sends one batch a partition a request); None when the
+    producer is not idempotent or the bytes are too short to tell."""
+    if data is None or len(data) < HEAD_SIZE:
+        return None
+    producer_id, epoch, sequence = _PRODUCER.unpack_from(data, 43)
+    if producer_id < 0:
+        return None
+    return f"kafka:{producer_id}:{epoch}:{partition}:{sequence}:{topic}"
+
+
+async def produce(session: Session, request: Request) -> dict[str, Any] | None:
+    """Decoding runs in the writer's jobs, on its thread and in the order the
+    requests came: a connection's produce requests are taken in while earlier
+    ones commit (server.py) and still land in the order they were sent."""
+    broker = session.broker
+    body = request.body
+    acks = body.acks
+    order = [(t.name, p.index) for t in body.topic_data for p in t.partition_data]
+    results: dict[tuple[str, int], dict[str, Any]] = {}
+    refuse: Refused | None = None
+    if acks not in (0, 1, -1):
+        refuse = Refused(ErrorCode.invalid_required_acks, f"acks must be 0, 1 or -1 (all), got {acks}")
+    elif body.transactional_id is not None:
+        refuse = Refused(
+            ErrorCode.transactional_id_authorization_failed, "transactions are not supported by tidelog"
+        )
+    plain: list[tuple[tuple[str, int], bytes | None]] = []
+    idempotent: list[tuple[tuple[str, int], str, bytes | None]] = []
+    for t in body.topic_data:
+        for p in t.partition_data:
+            key = (t.name, p.index)
+            if refuse is not None:
+                results[key] = _answer(p.index, refuse.code, -1, str(refuse))
+                continue
+            txn = _idempotent_id(t.name, p.index, p.records)
+            if txn is None:
+                plain.append((key, p.records))
+            else:
+                idempotent.append((key, txn, p.records))
+    writes = []
+    counts: dict[tuple[str, int], int] = {}
+    if plain:
+
+        def job() -> list[Prepared]:
+            out: list[Prepared] = []
+            for key, data in plain:
+                try:
+                    prepared = _prepare(broker, key[0], key[1], data)
+                except Refused as e:
+                    results[key] = _answer(key[1], e.code, -1, str(e))
+                    continue
+                counts[key] = len(prepared)
+                out.extend(prepared)
+            return out
+
+        writes.append(broker.writer.write(job))
+    for key, txn, data in idempotent:
+        writes.append(broker.writer.write(functools.partial(_prepare, broker, key[0], key[1], data), txn=txn))
+    outcomes = await asyncio.gather(*writes, return_exceptions=True)
+    if plain:
+        sent = outcomes.pop(0)
+        if isinstance(sent, BaseException):
+            for key, _ in plain:
+                results.setdefault(key, _failed(key, sent))
+        else:
+            i = 0
+            for key, _ in plain:
+                if key in counts:
+                    results[key] = _answer(key[1], ErrorCode.none, sent[i].first_offset - 1, None)
+                    i += counts[key]
+    for (key, _, _), outcome in zip(idempotent, outcomes):
+        if isinstance(outcome, BaseException):
+            results[key] = _failed(key, outcome)
+        else:  # also a replay: the first write's offsets
+            results[key] = _answer(key[1], ErrorCode.none, outcome[0].first_offset - 1, None)
+    if acks == 0:
+        return None  # Kafka answers nothing to acks=0
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for name, index in order:
+        topics.setdefault(name, []).append(results[(name, index)])
+    return {
+        "responses": [{"name": name, "partition_responses": parts} for name, parts in topics.items()],
+        "throttle_time": 0,
+    }
+
+
+def _failed(key: tuple[str, int], e: BaseException) -> dict[str, Any]:
+    if isinstance(e, Refused):
+        return _answer(key[1], e.code, -1, str(e))
+    if not isinstance(e, TidelogError):
+        raise e
+    return _answer(key[1], error_code(e), -1, str(e))
+
+
+def _answer(index: int, code: ErrorCode, base_offset: int, message: str | None) -> dict[str, Any]:
+    return {
+        "index": index,
+        "error_code": code,
+        "base_offset": base_offset,
+        "log_append_time": None,
+        "log_start_offset": -1,
+        "record_errors": (),
+        "error_message": message,
+    }
+
+
+async def init_producer_id(session: Session, request: Request) -> dict[str, Any]:
+    body = request.body
+    if body.transactional_id is not None:
+        return {
+            "throttle_time": 0,
+            "error_code": ErrorCode.transactional_id_authorization_failed,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
+    producer_id = getattr(body, "producer_id", -1)
+    if producer_id >= 0:  # an idempotent producer bumping its epoch (KIP-360)
+        epoch = getattr(body, "producer_epoch", -1) + 1
+        if epoch > 0x7FFF:
+            producer_id, epoch = secrets.randbits(62), 0
+        return {"throttle_time": 0, "error_code": 0, "producer_id": producer_id, "producer_epoch": epoch}
+    return {"throttle_time": 0, "error_code": 0, "producer_id": secrets.randbits(62), "producer_epoch": 0}

@@ -1,0 +1,326 @@
+"""ApiVersions, Metadata and the topic admin APIs, over the core's topics.
+
+A Kafka topic is a tidelog topic: the same name, partitions and records.
+Every partition's leader, replica and in-sync replica is this broker (a
+store keeps one copy, made durable by its own commit). Kafka's topic
+settings map to tidelog's where tidelog has one (`KAFKA_CONFIGS`); any
+other is refused with INVALID_CONFIG rather than silently dropped.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ...config import TopicConfig
+from ...errors import InvalidRequest, TidelogError, UnknownTopic
+from ...store.base import TopicInfo
+from .broker import CLUSTER_ID, NO_OPERATIONS, Broker, Session
+from .codes import error_code
+from .wire import APIS, Request
+
+# Kafka's topic setting -> (tidelog's, from Kafka's text, to Kafka's text).
+# -1 is Kafka's "no bound" for the retention settings, None in tidelog.
+KAFKA_CONFIGS: dict[str, str] = {
+    "max.message.bytes": "max_message_bytes",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "cleanup.policy": "cleanup_policy",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "delete.retention.ms": "delete_retention_ms",
+}
+_UNBOUNDED = ("retention_ms", "retention_bytes")
+_TOPIC_NAMESPACE = uuid.UUID("3e0f6a2c-5d1b-4a8e-9c7f-0b2d4e6f8a1c")
+
+
+def topic_id(info: TopicInfo) -> uuid.UUID:
+    """A stable id for a topic (Metadata v10+): its name and creation time,
+    so a topic deleted and made again under its name gets a new one."""
+    return uuid.uuid5(_TOPIC_NAMESPACE, f"{info.name}/{info.created}")
+
+
+def tidelog_config(configs: Any) -> dict[str, Any]:
+    """Kafka's settings of a CreateTopics or AlterConfigs as tidelog's; InvalidRequest on one it has not."""
+    out: dict[str, Any] = {}
+    for entry in configs or ():
+        name = KAFKA_CONFIGS.get(entry.name)
+        if name is None:
+            raise InvalidRequest(
+                f"topic setting {entry.name!r} is not supported; known: {', '.join(sorted(KAFKA_CONFIGS))}"
+            )
+        value: Any = entry.value
+        if value is None:
+            continue
+        if name in _UNBOUNDED and value.strip() == "-1":
+            value = None
+        elif name != "cleanup_policy":
+            try:
+                value = int(value)
+            except ValueError:
+                raise InvalidRequest(
+                    f"topic setting {entry.name!r} must be an integer, got {value!r}"
+                ) from None
+        out[name] = value
+    TopicConfig.from_dict(out)  # validated now, so a refused topic is never made
+    return out
+
+
+def kafka_config(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """A tidelog topic's settings as Kafka's (name, text) pairs."""
+    full = TopicConfig.from_dict({k: v for k, v in config.items() if k in TopicConfig.__dataclass_fields__})
+    out = []
+    for kafka_name, name in sorted(KAFKA_CONFIGS.items()):
+        value = getattr(full, name)
+        out.append((kafka_name, "-1" if value is None else str(value)))
+    return out
+
+
+async def api_versions(session: Session, request: Request) -> dict[str, Any]:
+    return {
+        "error_code": 0,
+        "api_keys": [
+            {"api_key": k, "min_version": lo, "max_version": hi} for k, (_, lo, hi) in sorted(APIS.items())
+        ],
+        "throttle_time": 0,
+    }
+
+
+def _partitions(broker: Broker, count: int) -> list[dict[str, Any]]:
+    node = broker.node_id
+    return [
+        {
+            "error_code": 0,
+            "partition_index": p,
+            "leader_id": node,
+            "leader_epoch": 0,
+            "replica_nodes": (node,),
+            "isr_nodes": (node,),
+            "offline_replicas": (),
+        }
+        for p in range(count)
+    ]
+
+
+def _topic_entry(broker: Broker, info: TopicInfo) -> dict[str, Any]:
+    return {
+        "error_code": 0,
+        "name": info.name,
+        "topic_id": topic_id(info),
+        "is_internal": False,
+        "partitions": _partitions(broker, info.partitions),
+        "topic_authorized_operations": NO_OPERATIONS,
+    }
+
+
+def _look_up(broker: Broker, names: list[str], create: bool) -> list[TopicInfo | TidelogError]:
+    """Each named topic; a missing one is made when `create` and the log's
+    policy allow (a producer's Metadata, as Kafka's auto.create.topics.enable),
+    else its error."""
+    log = broker.log
+    out: list[TopicInfo | TidelogError] = []
+    for name in names:
+        try:
+            out.append(log.topic(name))
+        except UnknownTopic as e:
+            if not (create and log.auto_create):
+                out.append(e)
+                continue
+            try:
+                out.append(log.create_topic(name, log.default_partitions))
+            except TidelogError as made:
+                out.append(made)
+        except TidelogError as e:
+            out.append(e)
+    return out
+
+
+async def metadata(session: Session, request: Request) -> dict[str, Any]:
+    broker = session.broker
+    body = request.body
+    topics = body.topics
+    create = bool(getattr(body, "allow_auto_topic_creation", True))
+    entries = []
+    if topics is None or (request.version == 0 and not topics):  # every topic
+        for info in await broker.run(broker.log.topics):
+            entries.append(_topic_entry(broker, info))
+    else:
+        asked = [t.name for t in topics if t.name is not None]
+        for name, info in zip(asked, await broker.run(_look_up, broker, asked, create)):
+            if isinstance(info, TopicInfo):
+                entries.append(_topic_entry(broker, info))
+            else:
+                entries.append({"error_code": error_code(info), "name": name, "partitions": ()})
+        for t in topics:
+            if t.name is None:  # asked by topic id, which tidelog does not keep
+                entries.append(
+                    {"error_code": ErrorCode.unknown_topic_id, "topic_id": t.topic_id, "name": None}
+                )
+    return {
+        "throttle_time": 0,
+        "brokers": [broker.broker_entry],
+        "cluster_id": CLUSTER_ID,
+        "controller_id": broker.node_id,
+        "topics": entries,
+        "cluster_authorized_operations": NO_OPERATIONS,
+    }
+
+
+def _create(broker: Broker, topic: Any, validate_only: bool) -> dict[str, Any]:
+    log = broker.log
+    name = topic.name
+    try:
+        count = topic.num_partitions
+        if count == -1:  # the broker's default (KIP-464)
+            count = log.default_partitions
+        if topic.assignments:
+            raise InvalidRequest("replica assignments are not supported: name a partition count")
+        config = tidelog_config(topic.configs)
+        if log.store.topic(name) is not None:
+            return {
+                "name": name,
+                "error_code": ErrorCode.topic_already_exists,
+                "error_message": f"topic {name!r} already exists",
+            }
+        if count < 1:
+            raise InvalidRequest(f"a topic needs at least one partition, got {count}")
+        if validate_only:
+            TopicConfig.from_dict(config)
+            info = TopicInfo(name, count, TopicConfig.from_dict(config).to_dict())
+        else:
+            info = log.create_topic(name, count, **config)
+    except TidelogError as e:
+        code = error_code(e)
+        if code == ErrorCode.invalid_request:
+            code = ErrorCode.invalid_config if "setting" in str(e) else ErrorCode.invalid_partitions
+        return {"name": name, "error_code": code, "error_message": str(e)}
+    return {
+        "name": name,
+        "topic_id": topic_id(info),
+        "error_code": 0,
+        "error_message": None,
+        "num_partitions": info.partitions,
+        "replication_factor": 1,
+        "configs": [
+            {"name": k, "value": v, "read_only": False, "config_source": 5, "is_sensitive": False}
+            for k, v in kafka_config(info.config)
+        ],
+    }
+
+
+async def create_topics(session: Session, request: Request) -> dict[str, Any]:
+    broker = session.broker
+    body = request.body
+    validate_only = bool(getattr(body, "validate_only", False))
+    results = [await broker.run(_create, broker, t, validate_only) for t in body.topics]
+    return {"throttle_time": 0, "topics": results}
+
+
+def _delete(broker: Broker, name: str) -> dict[str, Any]:
+    try:
+        if not broker.log.delete_topic(name):
+            return {"name": name, "error_code": ErrorCode.unknown_topic_or_partition, "error_message": None}
+    except TidelogError as e:
+        return {"name": name, "error_code": error_code(e), "error_message": str(e)}
+    return {"name": name, "error_code": 0, "error_message": None}
+
+
+async def delete_topics(session: Session, request: Request) -> dict[str, Any]:
+    broker = session.broker
+    return {
+        "throttle_time": 0,
+        "responses": [await broker.run(_delete, broker, name) for name in request.body.topic_names],
+    }
+
+
+def _grow(broker: Broker, topic: Any, validate_only: bool) -> dict[str, Any]:
+    log = broker.log
+    try:
+        if topic.assignments:
+            raise InvalidRequest("replica assignments are not supported: name a partition count")
+        info = log.topic(topic.name)
+        if topic.count <= info.partitions:
+            return {
+                "name": topic.name,
+                "error_code": ErrorCode.invalid_partitions,
+                "error_message": f"topic {topic.name!r} has {info.partitions} partitions; "
+                f"partitions only grow (asked for {topic.count})",
+            }
+        if not validate_only:
+            log.add_partitions(topic.name, topic.count)
+    except TidelogError as e:
+        code = error_code(e)
+        return {
+            "name": topic.name,
+            "error_code": ErrorCode.invalid_partitions if code == ErrorCode.invalid_request else code,
+            "error_message": str(e),
+        }
+    return {"name": topic.name, "error_code": 0, "error_message": None}
+
+
+async def create_partitions(session: Session, request: Request) -> dict[str, Any]:
+    broker = session.broker
+    body = request.body
+    return {
+        "throttle_time": 0,
+        "results": [await broker.run(_grow, broker, t, bool(body.validate_only)) for t in body.topics],
+    }
+
+
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+DEFAULT_CONFIG, DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG = 5, 1, 4
+
+
+def _broker_configs(broker: Broker) -> list[tuple[str, str]]:
+    """The listener's settings, as Kafka names them (read-only: they are `tidelog serve` flags)."""
+    limits = broker.limits
+    log = broker.log
+    return [
+        ("auto.create.topics.enable", str(log.auto_create).lower()),
+        ("connections.max.idle.ms", str(int(limits.idle_timeout * 1000) or -1)),
+        ("max.connections", str(limits.max_connections)),
+        ("num.partitions", str(log.default_partitions)),
+        ("sasl.enabled.mechanisms", "PLAIN" if broker.token else ""),
+        ("socket.request.max.bytes", str(limits.max_request)),
+    ]
+
+
+def _describe(broker: Broker, resource: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "resource_type": resource.resource_type,
+        "resource_name": resource.resource_name,
+        "error_code": 0,
+        "error_message": None,
+    }
+    try:
+        if resource.resource_type == TOPIC_RESOURCE:
+            info = broker.log.topic(resource.resource_name)
+            pairs, source, read_only = kafka_config(info.config), DYNAMIC_TOPIC_CONFIG, False
+        elif resource.resource_type == BROKER_RESOURCE:
+            pairs, source, read_only = _broker_configs(broker), STATIC_BROKER_CONFIG, True
+        else:
+            return {
+                **entry,
+                "error_code": ErrorCode.invalid_request,
+                "error_message": "only topics and brokers",
+            }
+    except TidelogError as e:
+        return {**entry, "error_code": error_code(e), "error_message": str(e)}
+    keys = resource.configuration_keys
+    return {
+        **entry,
+        "configs": [
+            {"name": k, "value": v, "read_only": read_only, "config_source": source, "is_sensitive": False}
+            for k, v in pairs
+            if keys is None or k in keys
+        ],
+    }
+
+
+async def describe_configs(session: Session, request: Request) -> dict[str, Any]:
+    broker = session.broker
+    return {
+        "throttle_time": 0,
+        "results": [await broker.run(_describe, broker, r) for r in request.body.resources],
+    }

@@ -1,0 +1,284 @@
+"""Kafka's wire through kio: which APIs and versions we serve, requests in, responses out.
+
+kio generates a frozen dataclass for every request and response of every
+version from Kafka's own JSON schemas, with a native reader and a writer.
+This module holds the little glue around them: the table of versions the
+listener answers (ApiVersions), reading a request's header and body from a
+frame, and writing a response, built from plain values by `build` so that a
+handler writes one dict for every version of its API (fields a version lacks
+are left out, fields a handler does not set take their defaults).
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import struct
+from dataclasses import MISSING, Field, fields, is_dataclass
+from functools import cache
+from types import NoneType, UnionType
+from typing import Any, Literal, NamedTuple, get_args, get_origin
+
+from kio.index import load_entity_module
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.serial.readers import read_nullable_legacy_string, read_unsigned_varint
+from kio.static.constants import EntityType
+
+# The versions the listener answers, by API key: (name, lowest, highest).
+# The lowest are kio's (Kafka 4's, which dropped the versions older clients
+# used before record batches); the highest stop where a version would need
+# what tidelog does not keep (topic ids instead of names: Produce 13, Fetch
+# 13, Metadata 13, OffsetCommit 10; KIP-848's consumer protocol).
+APIS: dict[int, tuple[str, int, int]] = {
+    0: ("produce", 3, 9),
+    1: ("fetch", 4, 12),
+    2: ("list_offsets", 1, 7),
+    3: ("metadata", 0, 12),
+    8: ("offset_commit", 2, 8),
+    9: ("offset_fetch", 1, 7),
+    10: ("find_coordinator", 0, 4),
+    11: ("join_group", 0, 9),
+    12: ("heartbeat", 0, 4),
+    13: ("leave_group", 0, 5),
+    14: ("sync_group", 0, 5),
+    15: ("describe_groups", 0, 5),
+    16: ("list_groups", 0, 4),
+    17: ("sasl_handshake", 0, 1),
+    18: ("api_versions", 0, 3),
+    19: ("create_topics", 2, 7),
+    20: ("delete_topics", 1, 5),
+    21: ("delete_records", 0, 2),
+    22: ("init_producer_id", 0, 4),
+    32: ("describe_configs", 1, 4),
+    36: ("sasl_authenticate", 0, 2),
+    37: ("create_partitions", 0, 3),
+}
+API_VERSIONS = 18
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+
+
+class Request(NamedTuple):
+    """One decoded request: its API key and version, correlation id, client id and body."""
+
+    api_key: int
+    version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any  # kio's dataclass of that API and version
+
+
+class UnsupportedRequest(Exception):
+    """An API key or version the listener does not serve (the header could be read)."""
+
+    def __init__(self, api_key: int, version: int, correlation_id: int):
+        super().__init__(f"API key {api_key} version {version} is not served")
+        self.api_key = api_key
+        self.version = version
+        self.correlation_id = correlation_id
+
+
+class MalformedRequest(Exception):
+    """A frame that does not decode as the request its header names."""
+
+
+@cache
+def _entity(api_key: int, version: int, kind: Literal[EntityType.request, EntityType.response]) -> Any:
+    name = APIS[api_key][0]
+    module = load_entity_module(name, version, kind)
+    suffix = "Request" if kind is EntityType.request else "Response"
+    (cls,) = [
+        v
+        for k, v in vars(module).items()
+        if k.endswith(suffix) and is_dataclass(v) and getattr(v, "__type__", None) is kind
+    ]
+    return cls
+
+
+def request_class(api_key: int, version: int) -> Any:
+    return _entity(api_key, version, EntityType.request)
+
+
+def response_class(api_key: int, version: int) -> Any:
+    return _entity(api_key, version, EntityType.response)
+
+
+@cache
+def _reader(cls: Any) -> Any:
+    return entity_reader(cls)
+
+
+@cache
+def _writer(cls: Any) -> Any:
+    return entity_writer(cls)
+
+
+def peek_header(frame: bytes) -> tuple[int, int, int]:
+    """(api key, version, correlation id) of a frame; MalformedRequest when it is too short."""
+    if len(frame) < 8:
+        raise MalformedRequest(f"a request of {len(frame)} bytes has no header (8 bytes at least)")
+    api_key, version, correlation_id = struct.unpack_from(">hhi", frame)
+    return api_key, version, correlation_id
+
+
+def served(api_key: int, version: int) -> bool:
+    api = APIS.get(api_key)
+    return api is not None and api[1] <= version <= api[2]
+
+
+def parse_request(frame: bytes) -> Request:
+    """Decode a whole frame (without its size prefix).
+
+    UnsupportedRequest for an API or version outside `APIS`, MalformedRequest
+    when the bytes do not decode or do not end where the body ends.
+    """
+    api_key, version, correlation_id = peek_header(frame)
+    if not served(api_key, version):
+        raise UnsupportedRequest(api_key, version, correlation_id)
+    cls = request_class(api_key, version)
+    try:
+        # The header's client id is a legacy string in every header version;
+        # a flexible header (v2) adds tagged fields after it, which we skip.
+        client_id, size = read_nullable_legacy_string(frame, 8)
+        at = 8 + size
+        if cls.__flexible__:
+            at = _skip_tags(frame, at)
+        body, size = _reader(cls)(frame, at)
+    except MalformedRequest:
+        raise
+    except Exception as e:  # kio's readers raise several kinds on bad bytes
+        raise MalformedRequest(f"{APIS[api_key][0]} v{version} does not decode: {e}") from None
+    if at + size != len(frame):
+        raise MalformedRequest(
+            f"{APIS[api_key][0]} v{version} ends at byte {at + size} of a {len(frame)}-byte frame"
+        )
+    return Request(api_key, version, correlation_id, client_id, body)
+
+
+def _skip_tags(frame: bytes, at: int) -> int:
+    count, size = read_unsigned_varint(frame, at)
+    at += size
+    for _ in range(count):
+        _, size = read_unsigned_varint(frame, at)
+        at += size
+        length, size = read_unsigned_varint(frame, at)
+        at += size + length
+        if at > len(frame):
+            raise MalformedRequest("a tagged field runs past the frame")
+    return at
+
+
+def encode_response(request: Request, body: Any) -> bytes:
+    """A response frame (size prefix, header, body) for `request`.
+
+    ApiVersions answers with header v0 whatever its version (Kafka's rule,
+    so a client that sent a version we do not know can still read it).
+    """
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    out.write(struct.pack(">i", request.correlation_id))
+    cls: Any = type(body)
+    if cls.__flexible__ and request.api_key != API_VERSIONS:
+        out.write(b"\0")  # the response header's empty tagged fields
+    _writer(cls)(out, body)
+    frame = out.getbuffer()
+    struct.pack_into(">i", frame, 0, len(frame) - 4)
+    return bytes(frame)
+
+
+def respond(request: Request, values: dict[str, Any]) -> bytes:
+    """`encode_response` of `build(response class of the request, values)`."""
+    return encode_response(request, build(response_class(request.api_key, request.version), values))
+
+
+# Building a response from plain values -------------------------------------------
+
+
+class _Plan(NamedTuple):
+    name: str
+    kind: str  # "entities", "entity", "primitives" or "primitive"
+    inner: Any  # the entity class, for entities and entity
+    kafka_type: str
+    optional: bool
+    default: Any  # MISSING when the field has none
+
+
+@cache
+def _plan(cls: type) -> tuple[_Plan, ...]:
+    plans = []
+    for f in fields(cls):
+        kind, inner, optional = _classify(f)  # a kio dataclass: its fields are Field objects
+        default: Any = MISSING
+        if f.default is not MISSING:
+            default = f.default
+        elif f.default_factory is not MISSING:
+            default = f.default_factory()
+        plans.append(_Plan(f.name, kind, inner, f.metadata.get("kafka_type", ""), optional, default))
+    return tuple(plans)
+
+
+def _classify(f: Field[Any]) -> tuple[str, Any, bool]:
+    t = f.type
+    optional = False
+    if get_origin(t) is UnionType:
+        args = [a for a in get_args(t) if a is not NoneType]
+        optional = len(args) != len(get_args(t))
+        t = args[0]
+    if get_origin(t) is tuple:
+        inner = get_args(t)[0]
+        return ("entities" if is_dataclass(inner) else "primitives"), inner, optional
+    if is_dataclass(t):
+        return "entity", t, optional
+    return "primitive", t, optional
+
+
+_ZERO: dict[str, Any] = {
+    "string": "",
+    "bytes": b"",
+    "bool": False,
+    "error_code": ErrorCode.none,
+    "timedelta_i32": datetime.timedelta(0),
+    "timedelta_i64": datetime.timedelta(0),
+    "uuid": None,
+    "float64": 0.0,
+}
+
+
+def build(cls: Any, values: dict[str, Any]) -> Any:
+    """An instance of kio's `cls` from plain values: ints for error codes and
+    milliseconds, lists of dicts for arrays of entities. Names `cls` lacks
+    are ignored; fields not given take their default or their zero."""
+    kwargs: dict[str, Any] = {}
+    for plan in _plan(cls):
+        if plan.name in values:
+            value = values[plan.name]
+        elif plan.default is not MISSING:
+            continue
+        elif plan.optional:
+            value = None
+        elif plan.kind in ("entities", "primitives"):
+            value = ()
+        elif plan.kind == "entity":
+            value = {}
+        else:
+            value = _ZERO.get(plan.kafka_type, 0)
+        kwargs[plan.name] = _convert(plan, value)
+    return cls(**kwargs)
+
+
+def _convert(plan: _Plan, value: Any) -> Any:
+    if value is None:
+        return None
+    if plan.kind == "entities":
+        return tuple(v if is_dataclass(v) else build(plan.inner, v) for v in value)
+    if plan.kind == "entity":
+        return value if is_dataclass(value) else build(plan.inner, value)
+    if plan.kind == "primitives":
+        return tuple(value)
+    kafka_type = plan.kafka_type
+    if kafka_type == "error_code" and not isinstance(value, ErrorCode):
+        return ErrorCode(value)
+    if kafka_type in ("timedelta_i32", "timedelta_i64") and isinstance(value, int):
+        return datetime.timedelta(milliseconds=value)
+    return value

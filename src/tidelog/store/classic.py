@@ -1,0 +1,137 @@
+"""Kafka's classic group protocol's statements, written once for both SQL stores.
+
+`tidelog.classic_groups` holds the protocol's policy; a store hands it a
+`ClassicGroupTx` bound to one group inside the transaction that holds the
+group's lock. Both stores keep the same two tables, so the statements are
+written here once and spelled by each store's `Dialect`; a store adds only
+how it locks the group and how it sets a committed offset.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import ClassicMember, ClassicState
+from .dialect import Connection, Dialect
+
+_MEMBER_COLUMNS = (
+    "member, instance, client_id, host, session_ms, rebalance_ms, heartbeat, protocols, joined, generation, "
+    "assignment"
+)
+
+
+def member_row(row: Any) -> ClassicMember:
+    (
+        member,
+        instance,
+        client_id,
+        host,
+        session_ms,
+        rebalance_ms,
+        heartbeat,
+        protocols,
+        joined,
+        generation,
+        assignment,
+    ) = row
+    return ClassicMember(
+        member,
+        instance,
+        client_id,
+        host,
+        int(session_ms),
+        int(rebalance_ms),
+        int(heartbeat),
+        bytes(protocols),
+        bool(joined),
+        int(generation),
+        bytes(assignment),
+    )
+
+
+def state_row(row: Any) -> ClassicState:
+    generation, phase, protocol_type, protocol, leader, deadline = row
+    return ClassicState(int(generation), phase, protocol_type, protocol, leader, int(deadline))
+
+
+class SQLClassicTx:
+    """The protocol's primitives on one group, inside its locked transaction."""
+
+    def __init__(self, db: Connection, group: str, sql: Dialect, state: ClassicState):
+        self.db = db
+        self.group = group
+        self.sql = sql
+        self._state = state  # read when the lock was taken
+
+    def state(self) -> ClassicState:
+        return self._state
+
+    def set_state(self, state: ClassicState) -> None:
+        self.db.execute(
+            self.sql(
+                "UPDATE {t}classic_groups SET generation = ?, phase = ?, protocol_type = ?, protocol = ?, "
+                "leader = ?, deadline = ? WHERE grp = ?"
+            ),
+            (*state, self.group),
+        )
+        self._state = state
+
+    def members(self) -> list[ClassicMember]:
+        return [
+            member_row(row)
+            for row in self.db.execute(
+                self.sql(f"SELECT {_MEMBER_COLUMNS} FROM {{t}}classic_members WHERE grp = ? ORDER BY member"),
+                (self.group,),
+            )
+        ]
+
+    def put_member(self, member: ClassicMember) -> None:
+        self.db.execute(
+            self.sql(
+                f"INSERT INTO {{t}}classic_members (grp, {_MEMBER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (grp, member) DO UPDATE SET instance = excluded.instance, "
+                "client_id = excluded.client_id, host = excluded.host, session_ms = excluded.session_ms, "
+                "rebalance_ms = excluded.rebalance_ms, heartbeat = excluded.heartbeat, "
+                "protocols = excluded.protocols, joined = excluded.joined, generation = excluded.generation, "
+                "assignment = excluded.assignment"
+            ),
+            (self.group, *member),
+        )
+
+    def remove_members(self, members: list[str]) -> None:
+        if not members:
+            return
+        gone, params = self.sql.any_of("member", members)
+        self.db.execute(
+            self.sql("DELETE FROM {t}classic_members WHERE grp = ? AND ") + gone, (self.group, *params)
+        )
+
+
+def describe(db: Connection, sql: Dialect, group: str) -> tuple[ClassicState, list[ClassicMember]] | None:
+    row = db.execute(
+        sql(
+            "SELECT generation, phase, protocol_type, protocol, leader, deadline FROM {t}classic_groups WHERE grp = ?"
+        ),
+        (group,),
+    ).fetchone()
+    if row is None:
+        return None
+    members = [
+        member_row(r)
+        for r in db.execute(
+            sql(f"SELECT {_MEMBER_COLUMNS} FROM {{t}}classic_members WHERE grp = ? ORDER BY member"), (group,)
+        )
+    ]
+    return state_row(row), members
+
+
+def list_groups(db: Connection, sql: Dialect) -> list[tuple[str, ClassicState]]:
+    return [
+        (row[0], state_row(row[1:]))
+        for row in db.execute(
+            sql(
+                "SELECT grp, generation, phase, protocol_type, protocol, leader, deadline FROM {t}classic_groups "
+                "ORDER BY grp"
+            )
+        )
+    ]

@@ -1,0 +1,66 @@
+"""Kafka's classic group protocol on PostgreSQL: each step is one transaction
+that first locks the group's row (made on first use), so the steps of one
+group take turns across connections, processes and `serve` brokers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ...errors import UnknownTopic
+from ..base import ClassicGroupTx, ClassicMember, ClassicState
+from ..classic import SQLClassicTx, describe, list_groups, state_row
+from ..dialect import POSTGRES
+from .base import _SEEK, MAX_OFFSET, PostgresBase, _now_ms, one
+
+if TYPE_CHECKING:
+    import psycopg
+
+T = TypeVar("T")
+
+# Creates the group's row on first use and takes its lock in one statement
+# (ON CONFLICT DO UPDATE locks the row as FOR UPDATE does).
+_LOCK = """
+INSERT INTO tidelog_classic_groups (grp, generation, phase, protocol_type, protocol, leader, deadline)
+VALUES (%s, 0, 'empty', '', '', '', 0)
+ON CONFLICT (grp) DO UPDATE SET grp = excluded.grp
+RETURNING generation, phase, protocol_type, protocol, leader, deadline
+"""
+
+
+class PostgresClassicTx(SQLClassicTx):
+    def __init__(self, store: PostgresBase, conn: psycopg.Connection[Any], group: str, state: ClassicState):
+        super().__init__(conn, group, POSTGRES, state)
+        self.store = store
+        self.conn = conn
+
+    def commit(self, topic: str, partition: int, offset: int) -> None:
+        pid = self.store._pid(topic, partition)
+        row = self.conn.execute(
+            _SEEK, {"grp": self.group, "offset": min(offset, MAX_OFFSET), "pid": pid}
+        ).fetchone()
+        if row is None:
+            raise UnknownTopic(f"topic {topic!r} does not exist")
+        self.store._check_offset(topic, partition, offset, *row)
+
+
+class PostgresClassicGroups(PostgresBase):
+    """Mixed into PostgresStore; uses its pooled connections."""
+
+    def classic_run(self, group: str, now: int, step: Callable[[ClassicGroupTx], T]) -> T:
+        with self._conn() as conn, conn.transaction():
+            conn.execute(
+                "INSERT INTO tidelog_groups (name, mode, config, created) VALUES (%s, 'stream', '{}', %s) "
+                "ON CONFLICT (name) DO NOTHING",
+                (group, now or _now_ms()),
+            )
+            state = state_row(one(conn.execute(_LOCK, (group,))))
+            return step(PostgresClassicTx(self, conn, group, state))
+
+    def classic_describe(self, group: str) -> tuple[ClassicState, list[ClassicMember]] | None:
+        with self._conn() as conn:
+            return describe(conn, POSTGRES, group)
+
+    def classic_list(self) -> list[tuple[str, ClassicState]]:
+        with self._conn() as conn:
+            return list_groups(conn, POSTGRES)
