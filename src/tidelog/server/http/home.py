@@ -104,9 +104,9 @@ async def _answer(send: Send, status: int, body: bytes) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def without_lifespan(app: ASGIApp) -> ASGIApp:
-    """`app` for a second listener in the same process: its lifespan (the
-    writer, the hub, the cleaner) already runs under the first."""
+def home_listener(app: ASGIApp) -> ASGIApp:
+    """`app` for the home's second listener, its Unix socket: the lifespan
+    (the writer, the hub, the cleaner) already runs under the first."""
 
     async def serve(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "lifespan":
