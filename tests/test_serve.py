@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -106,3 +107,101 @@ def test_tune_gc_freezes_the_start_up_heap_and_raises_the_first_threshold():
 
     assert before == 0 and frozen > 1000  # the imported modules' objects, at least
     assert (gen0, gen1, gen2) == (GC_GEN0_THRESHOLD, 10, 10)
+
+
+# One server a port --------------------------------------------------------------------------------
+
+REFUSAL = "Error: cannot serve {serves} on 127.0.0.1:{port}: port {port} is in use by another program; stop it or choose another {flag}"
+REFUSE_TIMEOUT_S = 30  # a refused serve ends within this; one that started serving is stopped after it
+
+
+def second_serve(tmp_path, port: int, resp_port: int, workers: int) -> tuple[int | None, str]:
+    """`tidelog serve` on the given ports: (its exit code, or None if it was still serving; its stderr)."""
+    argv = [sys.executable, "-m", "tidelog.cli", "serve", "--db", str(tmp_path / "second.db")]
+    argv += ["--port", str(port), "--resp-port", str(resp_port), "--workers", str(workers)]
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    try:
+        code: int | None = proc.wait(REFUSE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        code = None
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return code, proc.communicate()[1]
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory):
+    """A `tidelog serve --workers 2` holding its two ports, with one topic in its store."""
+    from workers_server import start, stop
+
+    where = tmp_path_factory.mktemp("first")
+    port, resp_port = free_port(), free_port()
+    argv = ["serve", "--db", str(where / "first.db"), "--port", str(port), "--resp-port", str(resp_port)]
+    proc, _, errors = start(argv, 2, [port, resp_port])
+    httpx.post(f"http://127.0.0.1:{port}/v1/topics", json={"name": "first-only"}, timeout=30)
+    yield port, resp_port
+    stop(proc, errors)
+
+
+def answered_by_the_first(port: int, requests: int = 12) -> int:
+    """How many of `requests` new connections were answered from the first server's store."""
+    names = [
+        [t["name"] for t in httpx.get(f"http://127.0.0.1:{port}/v1/topics", timeout=30).json()["topics"]]
+        for _ in range(requests)
+    ]
+    return sum(n == ["first-only"] for n in names)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("flag", ["--port", "--resp-port"])
+def test_a_second_serve_on_a_port_in_use_is_refused_before_it_makes_a_file(first, tmp_path, workers, flag):
+    port, resp_port = first
+    ports = {"--port": free_port(), "--resp-port": free_port()}
+    ports[flag] = port if flag == "--port" else resp_port
+    code, stderr = second_serve(tmp_path, ports["--port"], ports["--resp-port"], workers)
+    serves = "HTTP" if flag == "--port" else "the Redis protocol"
+    assert code == 1, f"the second server started serving: {stderr[-1500:]}"
+    assert stderr.splitlines() == [REFUSAL.format(serves=serves, port=ports[flag], flag=flag)]
+    assert list(tmp_path.iterdir()) == []  # no .db, no runtime directory
+    assert answered_by_the_first(port) == 12
+
+
+@pytest.mark.parametrize("reuse_port", [False, True], ids=["plain", "so_reuseport"])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_port_another_program_holds_is_refused_in_one_line(tmp_path, reuse_port, workers):
+    # Another program's listener; with SO_REUSEPORT it is one a granian server would have shared.
+    holder = socket.socket()
+    if reuse_port:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    try:
+        code, stderr = second_serve(tmp_path, port, free_port(), workers)
+    finally:
+        holder.close()
+    assert code == 1, stderr[-1500:]
+    assert stderr.splitlines() == [REFUSAL.format(serves="HTTP", port=port, flag="--port")]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_address_not_of_this_machine_is_refused_in_one_line(tmp_path):
+    argv = [
+        sys.executable,
+        "-m",
+        "tidelog.cli",
+        "serve",
+        "--db",
+        str(tmp_path / "t.db"),
+        "--host",
+        "192.0.2.1",
+    ]
+    done = subprocess.run(argv + ["--port", "7070"], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "Error: cannot serve HTTP on 192.0.2.1:7070: 192.0.2.1 is not an address of this machine; choose another --host"
+    ]
+    assert list(tmp_path.iterdir()) == []

@@ -117,13 +117,18 @@ def _die_with(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
 def _run_child(
     target: Callable[[int], None], index: int, parent: int, orphaned: Callable[[], None] | None
 ) -> None:
-    # The supervisor's handlers came along with the fork: the worker's own
-    # event loop installs its handlers; until then a signal ends it.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # The supervisor's handlers came along with the fork. The worker's own
+    # event loop installs its handlers; until then a signal ends it, through
+    # SystemExit so that the cleanup below still runs.
+    signal.signal(signal.SIGINT, _exit_on_signal)
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     _die_with(parent)
     try:
         target(index)
