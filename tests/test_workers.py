@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -402,3 +403,39 @@ def test_a_body_limit_that_is_no_size_is_refused(tmp_path, size):
     assert done.returncode == 2
     assert "Invalid value for '--max-body'" in done.stderr
     assert not (tmp_path / "t.db").exists()
+
+
+def post_form(conn: http.client.HTTPConnection, path: str, fields: dict[str, str], cookie: str = "") -> Any:
+    headers = {"content-type": "application/x-www-form-urlencoded", "cookie": cookie}
+    headers["origin"] = f"http://{conn.host}:{conn.port}"
+    conn.request("POST", path, body=urllib.parse.urlencode(fields), headers=headers)
+    answer = conn.getresponse()
+    answer.read()
+    return answer
+
+
+def get_page(conn: http.client.HTTPConnection, path: str, cookie: str) -> tuple[int, str]:
+    conn.request("GET", path, headers={"cookie": cookie})
+    answer = conn.getresponse()
+    return answer.status, answer.read().decode()
+
+
+def test_the_console_is_served_by_the_home_whichever_worker_a_request_lands_on(tmp_path):
+    served = serve_workers(tmp_path, "--token", "t0k")
+    try:
+        a, b = served.http_on(served.workers[0]), served.http_on(served.workers[1])
+        login = post_form(b, "/console/login", {"token": "t0k"})  # through the second worker
+        assert login.status == 303
+        cookie = login.getheader("set-cookie").split(";")[0]
+        status, html = get_page(a, "/console/", cookie)  # the session is known through the first too
+        assert status == 200
+        csrf = re.search(r'name="csrf" value="([^"]+)"', html).group(1)  # type: ignore[union-attr]
+        assert post_form(b, "/console/logout", {"csrf": csrf}, cookie).status == 303
+        assert get_page(a, "/console/", cookie)[0] == 303  # ended for both
+        # Wrong tokens through both workers count in one throttle, against the client's address.
+        statuses = [post_form((a, b)[i % 2], "/console/login", {"token": "wrong"}).status for i in range(12)]
+        assert statuses == [401] * 10 + [429] * 2
+        a.close()
+        b.close()
+    finally:
+        stop(served.proc, served.errors)
