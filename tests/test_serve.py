@@ -205,3 +205,112 @@ def test_an_address_not_of_this_machine_is_refused_in_one_line(tmp_path):
         "Error: cannot serve HTTP on 192.0.2.1:7070: 192.0.2.1 is not an address of this machine; choose another --host"
     ]
     assert list(tmp_path.iterdir()) == []
+
+
+# The token from a file ----------------------------------------------------------------------------
+
+
+def test_the_token_from_a_file_works_and_stays_out_of_the_process_list(tmp_path):
+    token = "from-the-file-" + "x" * 20
+    path = tmp_path / "token"
+    path.write_text(token + "\n")
+    path.chmod(0o600)
+    port, resp_port = free_port(), free_port()
+    env = {**os.environ, "TIDELOG_TOKEN": "exported-for-the-clients"}  # the file wins over it
+    argv = [sys.executable, "-m", "tidelog.cli", "serve", "--db", str(tmp_path / "t.db"), "--workers", "1"]
+    argv += ["--port", str(port), "--resp-port", str(resp_port), "--token-file", str(path)]
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                httpx.get(base + "/healthz")
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline and proc.poll() is None, "tidelog serve did not start"
+                time.sleep(0.05)
+        with open(f"/proc/{proc.pid}/cmdline", "rb") as f:
+            assert token.encode() not in f.read()
+        assert httpx.get(base + "/v1/topics", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+        assert (
+            httpx.get(
+                base + "/v1/topics", headers={"Authorization": "Bearer exported-for-the-clients"}
+            ).status_code
+            == 401
+        )
+        with redis.Redis(port=resp_port, password=token) as r:
+            assert r.ping()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        stderr = proc.stderr.read()
+        proc.stderr.close()
+    assert "process list" not in stderr and "can be read by other users" not in stderr
+
+
+@pytest.mark.parametrize(
+    "content, mode, message",
+    [
+        (None, 0o600, "cannot read"),
+        ("", 0o600, "holds no token"),
+        ("\n\nlater-lines-do-not-count\n", 0o600, "holds no token"),
+        ("x" * 5000, 0o600, "is over 4096 bytes"),
+        (b"\xff\xfe", 0o600, "is not UTF-8 text"),
+    ],
+    ids=["missing", "empty", "blank-first-line", "too-long", "not-text"],
+)
+def test_a_token_file_without_a_token_is_refused_before_anything(tmp_path, content, mode, message):
+    path = tmp_path / "token"
+    if content is not None:
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+        path.chmod(mode)
+    argv = [
+        sys.executable,
+        "-m",
+        "tidelog.cli",
+        "serve",
+        "--db",
+        str(tmp_path / "t.db"),
+        "--token-file",
+        str(path),
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2
+    assert "Invalid value for --token-file" in done.stderr and message in done.stderr
+    assert not (tmp_path / "t.db").exists()
+
+
+def test_a_token_given_twice_is_refused_and_a_readable_file_or_a_visible_token_warned(tmp_path):
+    path = tmp_path / "token"
+    path.write_text("s3cret\n")
+    path.chmod(0o644)
+    base = [sys.executable, "-m", "tidelog.cli", "serve", "--db", str(tmp_path / "t.db"), "--workers", "1"]
+    twice = subprocess.run(
+        [*base, "--token", "s3cret", "--token-file", str(path)], capture_output=True, text=True, timeout=30
+    )
+    assert twice.returncode == 2 and "give the token once: --token or --token-file" in twice.stderr
+    for flags, warning in (
+        (
+            ["--token-file", str(path)],
+            f"the token file {path} can be read by other users (mode 644): chmod 600 it",
+        ),
+        (
+            ["--token", "s3cret"],
+            "--token shows the token in the process list: prefer --token-file or TIDELOG_TOKEN",
+        ),
+    ):
+        held = socket.socket()
+        held.bind(("127.0.0.1", 0))
+        held.listen()  # the port is taken: the server warns, then refuses it and ends
+        port = held.getsockname()[1]
+        try:
+            done = subprocess.run(
+                [*base, *flags, "--port", str(port), "--resp-port", "0"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+        finally:
+            held.close()
+        assert done.returncode == 1 and warning in done.stderr, done.stderr

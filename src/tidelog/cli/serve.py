@@ -97,7 +97,7 @@ def read_token_file(path: str) -> tuple[str, int]:
     "--token-file",
     type=click.Path(dir_okay=False),
     metavar="PATH",
-    help="Read the token from the first line of this file (instead of --token).",
+    help="Read the token from the first line of this file (instead of --token; over TIDELOG_TOKEN).",
 )
 @click.option(
     "--tls-cert", type=click.Path(exists=True, dir_okay=False), help="Serve TLS with this certificate (PEM)."
@@ -241,15 +241,17 @@ def serve(
 ) -> None:
     """Serve the log over HTTP (and the Redis protocol) until interrupted."""
     warnings = []
+    on_command_line = click.get_current_context().get_parameter_source("token") == ParameterSource.COMMANDLINE
     if token_file is not None:
-        if token is not None:
-            raise click.UsageError("--token-file replaces --token (and TIDELOG_TOKEN): give one")
+        if token is not None and on_command_line:
+            raise click.UsageError("give the token once: --token or --token-file")
+        # Over TIDELOG_TOKEN, which a shell may export for the clients.
         token, mode = read_token_file(token_file)
         if mode & (stat.S_IRWXG | stat.S_IRWXO):
             warnings.append(
                 f"the token file {token_file} can be read by other users (mode {mode:o}): chmod 600 it"
             )
-    elif token and click.get_current_context().get_parameter_source("token") == ParameterSource.COMMANDLINE:
+    elif token and on_command_line:
         warnings.append("--token shows the token in the process list: prefer --token-file or TIDELOG_TOKEN")
     if (tls_cert is None) != (tls_key is None):
         raise click.UsageError("--tls-cert and --tls-key go together")
