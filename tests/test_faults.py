@@ -67,9 +67,8 @@ def replacement(supervisor: int, gone: int, known: set[int]) -> int:
     pytest.fail(f"no worker replaced {gone} in {TIMEOUT_S} s")
 
 
-def test_sigkill_of_each_worker_and_of_the_supervisor_under_load(store_url, tmp_path, tried):
-    tmp = tmp_path / "tmp"  # the server's temp directory: its runtime directory is seen there
-    tmp.mkdir()
+def test_sigkill_of_each_worker_and_of_the_supervisor_under_load(store_url, server_tmp, tried):
+    tmp = server_tmp  # the server's temp directory: its runtime directory is seen there
     port, resp_port = free_port(), free_port()
     argv = [
         "serve",

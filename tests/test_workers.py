@@ -121,18 +121,16 @@ def call(conn: http.client.HTTPConnection, method: str, path: str, body: object 
     return answer.status, json.loads(answer.read() or b"null")
 
 
-def serve_workers(tmp_path: Path, *extra: str) -> Served:
+def serve_workers(tmp_path: Path, tmp: Path, *extra: str) -> Served:
     port, resp_port = free_port(), free_port()
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
     argv = ["serve", "--db", str(tmp_path / "t.db"), "--port", str(port), "--resp-port", str(resp_port)]
     proc, workers, errors = start([*argv, *extra], 2, [port, resp_port], env={"TMPDIR": str(tmp)})
     return Served(proc, port, resp_port, workers, errors, tmp)
 
 
 @pytest.fixture
-def served(tmp_path) -> Iterator[Served]:
-    served = serve_workers(tmp_path, "--clean-interval", "0.2")
+def served(tmp_path, server_tmp) -> Iterator[Served]:
+    served = serve_workers(tmp_path, server_tmp, "--clean-interval", "0.2")
     yield served
     stop(served.proc, served.errors)
 
@@ -350,8 +348,8 @@ def test_a_killed_worker_is_restarted_on_the_same_ports(served, index):
         conn.close()
 
 
-def test_a_crash_loop_stops_the_server_and_says_so(tmp_path):
-    served = serve_workers(tmp_path, "--max-restarts", "1", "--restart-window", "60")
+def test_a_crash_loop_stops_the_server_and_says_so(tmp_path, server_tmp):
+    served = serve_workers(tmp_path, server_tmp, "--max-restarts", "1", "--restart-window", "60")
     try:
         first = served.workers[1]
         os.kill(first, signal.SIGKILL)
@@ -370,20 +368,20 @@ def test_a_crash_loop_stops_the_server_and_says_so(tmp_path):
         stop(served.proc, served.errors)
 
 
-def test_a_new_runtime_directory_sweeps_those_of_dead_supervisors(tmp_path, monkeypatch):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+def test_a_new_runtime_directory_sweeps_those_of_dead_supervisors(server_tmp, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(server_tmp))
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    left = tmp_path / f"{rundir.PREFIX}{dead.pid}-x1"  # a supervisor SIGKILLed with all its workers
+    left = server_tmp / f"{rundir.PREFIX}{dead.pid}-x1"  # a supervisor SIGKILLed with all its workers
     (left / "metrics").mkdir(parents=True)
     (left / "members.sock").touch()
-    live = tmp_path / f"{rundir.PREFIX}{os.getpid()}-x2"  # a running server's
+    live = server_tmp / f"{rundir.PREFIX}{os.getpid()}-x2"  # a running server's
     live.mkdir()
-    other = tmp_path / f"{rundir.PREFIX}notapid"
+    other = server_tmp / f"{rundir.PREFIX}notapid"
     other.mkdir()
     made = rundir.make()
     try:
-        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        assert sorted(p.name for p in server_tmp.iterdir()) == sorted(
             [live.name, other.name, os.path.basename(made)]
         )
         assert rundir.owner(made) == os.getpid() and os.stat(made).st_mode & 0o777 == 0o700
@@ -420,8 +418,8 @@ def get_page(conn: http.client.HTTPConnection, path: str, cookie: str) -> tuple[
     return answer.status, answer.read().decode()
 
 
-def test_the_console_is_served_by_the_home_whichever_worker_a_request_lands_on(tmp_path):
-    served = serve_workers(tmp_path, "--token", "t0k")
+def test_the_console_is_served_by_the_home_whichever_worker_a_request_lands_on(tmp_path, server_tmp):
+    served = serve_workers(tmp_path, server_tmp, "--token", "t0k")
     try:
         a, b = served.http_on(served.workers[0]), served.http_on(served.workers[1])
         login = post_form(b, "/console/login", {"token": "t0k"})  # through the second worker

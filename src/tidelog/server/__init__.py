@@ -57,7 +57,7 @@ def serve(
     store is opened or a file made, so a port another program holds raises
     PortInUse naming it, and nothing else happens.
     """
-    listeners = bind_all(host, server_ports(port, kw.get("resp_port", 0)))
+    listeners = bind_all(host, server_ports(port, kw.get("resp_port", 0), kw.get("kafka_port", 0)))
     runtime_dir = None
     try:
         if kw.get("workers", 1) > 1:

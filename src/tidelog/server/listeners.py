@@ -79,12 +79,14 @@ def bind_tcp(host: str, port: Port, backlog: int = BACKLOG) -> socket.socket:
     return sock
 
 
-def server_ports(port: int, resp_port: int = 0) -> dict[str, Port]:
-    """The TCP ports `serve` listens on, by front; one list, checked together
-    (a front with its own port, such as a Kafka listener, adds it here)."""
+def server_ports(port: int, resp_port: int = 0, kafka_port: int = 0) -> dict[str, Port]:
+    """The TCP ports `serve` listens on, by front (0: the front is off); one
+    list, checked together. Each front accepts on its socket, `listeners[key]`."""
     ports = {"http": Port("HTTP", port, "--port")}
     if resp_port:
         ports["resp"] = Port("the Redis protocol", resp_port, "--resp-port")
+    if kafka_port:
+        ports["kafka"] = Port("Kafka's protocol", kafka_port, "--kafka-port")
     return ports
 
 

@@ -27,13 +27,18 @@ import shutil
 import tempfile
 
 PREFIX = "tidelog-serve-"
+SOCKET = "members.sock"  # the members' home (http/home.py)
+MAX_SOCKET_PATH = 107  # sun_path's 108 bytes on Linux, its final NUL aside
 _OWNED = re.compile(re.escape(PREFIX) + r"(\d+)-")
 
 
 def make() -> str:
     """A new runtime directory owned by this process (0700), after sweeping dead ones."""
-    sweep()
-    path = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
+    where = tempfile.gettempdir()
+    if len(os.path.join(where, f"{PREFIX}{os.getpid()}-12345678", SOCKET)) > MAX_SOCKET_PATH:
+        where = "/tmp"  # a Unix socket's path has room for 107 bytes: a long TMPDIR leaves none
+    sweep(where)
+    path = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=where)
     os.mkdir(os.path.join(path, "metrics"))
     return path
 

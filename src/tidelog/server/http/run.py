@@ -211,7 +211,7 @@ def serve(
         if port == 0:
             raise ConfigurationError("several workers share one port: give a port number, not 0")
     if listeners is None:
-        listeners = bind_all(host, server_ports(port, resp_port))
+        listeners = bind_all(host, server_ports(port, resp_port, kw.get("kafka_port", 0)))
     try:
         if workers == 1:
             _serve_process(
@@ -251,7 +251,7 @@ def _serve_workers(
     # The first worker is the home of stream-group members over HTTP
     # (home.py); the others reach it on this socket, which the supervisor
     # holds so that a restarted home listens on it at once.
-    home = os.path.join(runtime_dir, "members.sock")
+    home = os.path.join(runtime_dir, rundir.SOCKET)
     home_socket = bind_unix(home)
 
     def worker(index: int) -> None:
