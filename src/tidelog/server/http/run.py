@@ -219,9 +219,19 @@ def serve(
             )
             return
         _serve_workers(
-            url, host, token, tls_cert, tls_key, max_body, tune_gc_after_start, listeners,
-            workers, restarts, runtime_dir, **kw,
-        )  # fmt: skip
+            url,
+            host,
+            token,
+            tls_cert,
+            tls_key,
+            max_body,
+            tune_gc_after_start,
+            listeners,
+            workers,
+            restarts,
+            runtime_dir,
+            **kw,
+        )
     finally:
         for sock in listeners.values():
             sock.close()
