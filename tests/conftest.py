@@ -78,3 +78,16 @@ def serve(tmp_path):
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def server_tmp():
+    """A TMPDIR for a `tidelog serve`, where its runtime directory shows. In /tmp, not in
+    tmp_path: the members' Unix socket in it must fit in a socket path's 107 bytes."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    path = Path(tempfile.mkdtemp(prefix="tl-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

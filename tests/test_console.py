@@ -4,13 +4,19 @@ servers over SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import contextlib
+import re
+from collections.abc import Iterator
+
 import httpx
 import pytest
 
 import tidelog
+from dumps import dump
 from pgschema import postgres_schema
 from tidelog.server.http.console.figures import overview
 from tidelog.server.http.console.history import History
+from tidelog.server.http.sessions import LoginThrottle, Sessions
 
 
 def test_history_is_bounded_and_reads_rates_and_trends():
@@ -126,7 +132,7 @@ def test_login_cookie_and_escaping(server, api):
         assert "&lt;b&gt;v&lt;/b&gt;" in html
         assert browser.get("/docs").status_code == 200  # the session opens /docs too
         assert browser.get("/v1/topics").status_code == 401  # but not the API
-        browser.post("/console/logout")
+        browser.post("/console/logout", data={"csrf": csrf_of(browser.get("/console/").text)})
         assert browser.get("/console/").status_code == 303
 
 
@@ -145,3 +151,131 @@ def test_record_views_for_json_text_and_bytes(tmp_path):
     assert "pretty" not in views and views["base64"] == "AP9iaW4="
     assert views["hex"] == "00000000  " + "00 ff 62 69 6e".ljust(47) + "  ..bin"
     assert preview(as_bytes) == "(5 bytes) 00 ff 62 69 6e"
+
+
+# The console's security: sessions, the login throttle, forms only from its own pages -------------
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, "no CSRF token on the page"
+    return found.group(1)
+
+
+@contextlib.contextmanager
+def logged_in(server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=30) as browser:
+        assert browser.post("/console/login", data={"token": "t0k"}).status_code == 303
+        yield browser
+
+
+def test_each_login_is_its_own_session_and_logout_revokes_it(server):
+    with logged_in(server) as first, logged_in(server) as second:
+        cookies = [c.cookies["tidelog_console"] for c in (first, second)]
+        assert cookies[0] != cookies[1] and len(cookies[0]) >= 43  # random, 256 bits
+        assert "t0k" not in cookies[0]
+        kept = dict(first.cookies)
+        csrf = csrf_of(first.get("/console/").text)
+        assert csrf != csrf_of(second.get("/console/").text)  # a form token per session
+        assert first.post("/console/logout", data={"csrf": csrf}).status_code == 303
+        # The old cookie, replayed: revoked on the server, not just deleted in the browser.
+        with httpx.Client(base_url=server.url, cookies=kept, timeout=30) as replay:
+            assert replay.get("/console/").status_code == 303
+            assert replay.get("/docs").status_code == 401
+        assert second.get("/console/").status_code == 200  # the other session lives on
+
+
+def test_wrong_tokens_are_throttled_per_address(server, tried):
+    with httpx.Client(base_url=server.url, timeout=30) as browser:
+        answers = [browser.post("/console/login", data={"token": f"guess-{i}"}) for i in range(300)]
+        statuses = [a.status_code for a in answers]
+        assert statuses[:10] == [401] * 10  # LOGIN_BURST
+        assert set(statuses[10:]) == {429}
+        assert 1 <= int(answers[-1].headers["retry-after"]) <= 6
+        assert "Too many wrong tokens from your address" in answers[-1].text
+        # While throttled even the right token is refused: the limit is on trying.
+        assert browser.post("/console/login", data={"token": "t0k"}).status_code == 429
+        assert "tidelog_console" not in browser.cookies
+    tried(wrong_tokens=300, refused=statuses.count(429))
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"origin": "http://127.0.0.1:1"},  # another port of the same host: the same site to a browser
+        {"origin": "https://evil.example"},
+        {"origin": "null"},
+        {"referer": "http://127.0.0.1:1/attack.html"},
+    ],
+    ids=["other-port", "other-host", "null", "referer"],
+)
+def test_a_form_from_another_origin_is_refused_and_changes_nothing(server, api, headers):
+    api.post("/v1/topics/clicks/records", json={"records": [{"value": i} for i in range(3)]})
+    api.post("/v1/groups/dash/commit", json={"topic": "clicks", "partition": 0, "offset": 3})
+    with logged_in(server) as browser:
+        csrf = csrf_of(browser.get("/console/groups/dash").text)
+        form = {"csrf": csrf, "topic": "clicks", "to": "earliest", "confirm": "yes"}
+        before = dump(server.target)
+        refused = browser.post("/console/groups/dash/reset", data=form, headers=headers)
+        assert refused.status_code == 403
+        assert "not from this server" in refused.text
+        produce = {"csrf": csrf, "value": "1", "format": "json"}
+        assert (
+            browser.post("/console/topics/clicks/produce", data=produce, headers=headers).status_code == 403
+        )
+        assert dump(server.target) == before
+        # From its own page, the same form works.
+        own = {"origin": server.url}
+        assert browser.post("/console/groups/dash/reset", data=form, headers=own).status_code == 303
+    assert api.get("/v1/groups/dash/topics/clicks/partitions/0").json()["committed"] == 0
+
+
+@pytest.mark.parametrize("csrf", [None, "", "forged"])
+def test_a_form_without_its_pages_csrf_token_is_refused_and_changes_nothing(server, api, csrf):
+    api.post("/v1/topics/jobs/records", json={"records": [{"value": 1}]})
+    with logged_in(server) as browser:
+        before = dump(server.target)
+        form = {"value": "2", "format": "json"} | ({} if csrf is None else {"csrf": csrf})
+        answer = browser.post("/console/topics/jobs/produce", data=form)
+        assert answer.status_code == 403 and "CSRF token is missing or out of date" in answer.text
+        assert browser.post("/console/logout", data=form).status_code == 403
+        assert dump(server.target) == before
+        assert browser.get("/console/").status_code == 200  # the refused logout ended nothing
+    # The bearer header needs no CSRF token: no other site can make a browser send it.
+    assert api.post("/console/topics/jobs/produce", data={"value": "3", "format": "json"}).status_code == 303
+
+
+def test_sessions_are_bounded_and_expire():
+    now = [0.0]
+    sessions = Sessions(max_sessions=3, idle=60, lifetime=300, clock=lambda: now[0])
+    ids = [sessions.open() for _ in range(4)]
+    assert len(sessions) == 3 and sessions.find(ids[0]) is None  # the least recently used went
+    assert sessions.find(ids[1]) is not None
+    now[0] = 50
+    assert sessions.find(ids[1]) is not None  # used: its idle time starts again
+    now[0] = 100
+    assert sessions.find(ids[2]) is None and sessions.find(ids[1]) is not None  # 100 s idle; 50 s idle
+    now[0] = 301
+    assert sessions.find(ids[1]) is None  # past its lifetime, however active
+    assert sessions.close(ids[3]) is True and sessions.close(ids[3]) is False  # a logout, once
+
+
+def test_the_login_throttle_refills_and_forgets_the_least_recent_address():
+    now = [0.0]
+    throttle = LoginThrottle(burst=2, refill=5, max_clients=3, clock=lambda: now[0])
+    for _ in range(2):
+        assert throttle.wait("10.0.0.1") == 0
+        throttle.failed("10.0.0.1")
+    assert throttle.wait("10.0.0.1") == pytest.approx(5)
+    now[0] = 2.5
+    assert throttle.wait("10.0.0.1") == pytest.approx(2.5)
+    assert throttle.wait("10.0.0.2") == 0  # another address is not held back
+    # An IPv6 client counts by its /64; an IPv4-mapped one as its IPv4 address.
+    throttle.failed("2001:db8::1")
+    throttle.failed("2001:db8::2")
+    assert throttle.wait("2001:db8::ffff") > 0 and throttle.wait("2001:db8:0:1::1") == 0
+    throttle.failed("::ffff:10.0.0.9")
+    assert throttle.wait("10.0.0.9") == 0  # one failure of two
+    throttle.failed("10.0.0.3")
+    assert len(throttle) == 3  # bounded: 10.0.0.1, the least recent, was forgotten
+    assert throttle.wait("10.0.0.1") == 0

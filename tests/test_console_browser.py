@@ -266,3 +266,85 @@ def test_redrive_a_dead_letter_back_to_its_topic(page, server, log):
     page.get_by_role("button", name="Redrive all to jobs").click()
     expect(page.locator(".error")).to_contain_text("does not exist")
     assert len(dead_letters(log, "jobs.dlq")) == 1
+
+
+@pytest.fixture
+def other_site():
+    """Pages served from another port of 127.0.0.1: another origin, but the same site to a
+    browser, so the console's SameSite=Strict cookie goes along with their requests."""
+    import http.server
+    import threading
+
+    pages: dict[str, bytes] = {}
+
+    class Pages(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = pages.get(self.path, b"")
+            self.send_response(200 if body else 404)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Pages)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", pages
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_form_posted_from_another_port_is_refused_and_changes_nothing(page, server, log, other_site):
+    from playwright.sync_api import expect
+
+    log.create_topic("audit", partitions=1)
+    log.producer().send_batch("audit", list(range(4)))
+    log.consumer("readers").commit("audit", 0, 4)
+    origin, pages = other_site
+    # The forged form carries everything the console's reset wants but its page's CSRF token.
+    pages["/attack.html"] = (
+        f'<form id="f" method="post" action="{server.url}/console/groups/readers/reset">'
+        '<input name="topic" value="audit"><input name="to" value="earliest"><input name="confirm" value="yes">'
+        '</form><script>document.getElementById("f").submit()</script>'
+    ).encode()
+    page.goto(origin + "/attack.html")
+    page.wait_for_url(re.compile(re.escape(server.url) + "/console/"))  # the form went, with the cookie
+    assert log.consumer("readers").committed("audit", 0) == 4  # and reset nothing
+    assert page.url == server.url + "/console/groups/readers/reset"
+    expect(page.locator(".error")).to_contain_text("not from this server")
+    # A script there cannot read the console's pages for their token either (no CORS).
+    pages["/read.html"] = (
+        f"<script>fetch('{server.url}/console/groups/readers', {{credentials: 'include'}})"
+        ".then(r => r.text()).then(t => document.title = 'read ' + t.length)"
+        ".catch(e => document.title = 'blocked')</script>"
+    ).encode()
+    page.goto(origin + "/read.html")
+    expect(page).to_have_title("blocked")
+    # The console's own form still works, with the session and its token.
+    page.goto(server.url + "/console/groups/readers")
+    page.get_by_role("radio", name=re.compile("earliest")).check()
+    page.get_by_role("button", name="Review the reset").click()
+    page.get_by_role("button", name="Reset offsets").click()
+    expect(page.locator(".notice")).to_contain_text("audit/0 → 0")
+
+
+def test_logout_ends_the_session_on_the_server(browser_page, server):
+    from playwright.sync_api import expect
+
+    page = browser_page
+    page.goto(server.url + "/console/login")
+    page.get_by_label("Token").fill(TOKEN)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(server.url + "/console/")
+    kept = next(c for c in page.context.cookies() if c["name"] == "tidelog_console")
+    page.get_by_role("button", name="Log out").click()
+    page.wait_for_url(server.url + "/console/login")
+    # The old cookie put back (as a copy of it would be): the server ended that session.
+    page.context.add_cookies([kept])
+    page.goto(server.url + "/console/")
+    assert page.url == server.url + "/console/login"
+    expect(page.get_by_role("heading", name="Log in")).to_be_visible()
+    page.context.clear_cookies()

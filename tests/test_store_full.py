@@ -112,7 +112,7 @@ def assert_full(error: BaseException) -> None:
     assert isinstance(error.__cause__, sqlite3.OperationalError | tidelog.StoreFull)
 
 
-def test_the_python_api_raises_store_full_and_reads_still_work(full):
+def test_the_python_api_raises_store_full_and_reads_still_work(full, tried):
     log = full.log
     producer = log.producer()
     before = snapshot(log)
@@ -134,9 +134,10 @@ def test_the_python_api_raises_store_full_and_reads_still_work(full):
     assert len(log.read("fill", 0, limit=10**6)) == full.records
     assert log.describe("fill").records == full.records
     assert sum(1 for _ in log.iter("fill", 0)) == full.records
+    tried(disk=full.kind, records_until_full=full.records, refused_writes=len(writes))
 
 
-def test_http_answers_507_with_the_error_body_and_reads_still_work(full, serve):
+def test_http_answers_507_with_the_error_body_and_reads_still_work(full, serve, tried):
     server = serve(full.log)
     with httpx.Client(base_url=server.url) as http:
         writes = [
@@ -159,6 +160,7 @@ def test_http_answers_507_with_the_error_body_and_reads_still_work(full, serve):
             remote.producer().send("fill", b"x")
         # The WebSocket: a new group's first INIT must store the group, and cannot.
         assert "full" in asyncio.run(ws_first_answer(server, "fill", "fresh"))["error"]
+    tried(disk=full.kind, records_until_full=full.records, refused_507=len(writes), refused_other=2)
 
 
 async def ws_first_answer(server: Any, topic: str, group: str) -> dict[str, Any]:
@@ -171,7 +173,7 @@ async def ws_first_answer(server: Any, topic: str, group: str) -> dict[str, Any]
         return answer
 
 
-def test_the_cli_prints_one_line_and_exits_1(full, serve):
+def test_the_cli_prints_one_line_and_exits_1(full, serve, tried):
     runner = CliRunner()
     targets = [serve(full.log).url]  # through a server: the http:// store
     if full.kind == "tmpfs":
@@ -184,9 +186,10 @@ def test_the_cli_prints_one_line_and_exits_1(full, serve):
         assert created.exit_code == 1 and created.output.count("\n") == 1 and "full" in created.output
         read = runner.invoke(cli, ["--db", db, "read", "fill", "--partition", "0", "--limit", "3"])
         assert read.exit_code == 0 and len(read.output.splitlines()) == 3
+    tried(disk=full.kind, targets=len(targets), refused_commands=2 * len(targets))
 
 
-def test_the_redis_front_answers_err_and_reads_still_work(full):
+def test_the_redis_front_answers_err_and_reads_still_work(full, tried):
     redis = pytest.importorskip("redis")
     from tidelog.server.resp import start_resp_server, stop_resp_server
 
@@ -206,6 +209,7 @@ def test_the_redis_front_answers_err_and_reads_still_work(full):
             await stop_resp_server(server)
 
     asyncio.run(session())
+    tried(disk=full.kind, records_until_full=full.records, refused_xadds=2)
 
 
 # --- PostgreSQL: the server's own disk_full ---------------------------------------------
@@ -236,7 +240,7 @@ def full_postgres() -> Iterator[str]:
         yield url
 
 
-def test_postgres_disk_full_is_store_full_on_the_api_and_507_over_http(full_postgres, serve):
+def test_postgres_disk_full_is_store_full_on_the_api_and_507_over_http(full_postgres, serve, tried):
     import psycopg
 
     with tidelog.open(full_postgres) as log:
@@ -256,3 +260,4 @@ def test_postgres_disk_full_is_store_full_on_the_api_and_507_over_http(full_post
         refused = http.post("/publish/fill", content=b"x")
         assert refused.status_code == 507 and refused.json()["error"]["code"] == "store_full"
         assert len(http.get("/v1/topics/fill/partitions/0/records").json()["records"]) == 3
+    tried(disk="postgres disk_full", refused_writes=4, refused_507=1)

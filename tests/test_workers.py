@@ -12,18 +12,23 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tidelog.server import rundir
 from tidelog.server.http.thread import free_port
-from workers_server import port_of, socket_inodes, start, stop, tcp_rows
+from workers_server import children, port_of, socket_inodes, start, stop, tcp_rows
 
 redis = pytest.importorskip("redis")
 pytest.importorskip("hiredis")
@@ -31,6 +36,7 @@ pytest.importorskip("hiredis")
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers share a port on Linux")
 
 PIN_ATTEMPTS = 64  # connections tried to land one on a given worker (each lands there about half the time)
+RESTART_TIMEOUT_S = 20
 
 
 def serving_worker(workers: list[int], server_port: int, client_port: int) -> int | None:
@@ -45,8 +51,31 @@ def serving_worker(workers: list[int], server_port: int, client_port: int) -> in
 
 
 class Served:
-    def __init__(self, proc: subprocess.Popen, port: int, resp_port: int, workers: list[int]):
+    def __init__(
+        self, proc: subprocess.Popen, port: int, resp_port: int, workers: list[int], errors: Any, tmp: Path
+    ):
         self.proc, self.port, self.resp_port, self.workers = proc, port, resp_port, workers
+        self.errors, self.tmp = errors, tmp  # its stderr; its TMPDIR, where its runtime directory is
+
+    def stderr(self) -> str:
+        self.errors.seek(0)
+        return self.errors.read()
+
+    def runtime_dirs(self) -> list[str]:
+        return sorted(p.name for p in self.tmp.iterdir() if p.name.startswith("tidelog-serve-"))
+
+    def replacement(self, dead: int) -> int:
+        """The worker the supervisor started in place of `dead`."""
+        deadline = time.monotonic() + RESTART_TIMEOUT_S
+        while time.monotonic() < deadline:
+            fresh = set(children(self.proc.pid)) - set(self.workers)
+            if fresh:
+                (new,) = fresh
+                self.workers = [new if w == dead else w for w in self.workers]
+                return new
+            assert self.proc.poll() is None, f"the supervisor stopped: {self.stderr()[-2000:]}"
+            time.sleep(0.05)
+        pytest.fail(f"worker {dead} was not replaced in {RESTART_TIMEOUT_S} s: {self.stderr()[-2000:]}")
 
     def _pin(
         self, worker: int, port: int, connect: Callable[[], Any], local_port: Callable[[Any], int]
@@ -92,13 +121,18 @@ def call(conn: http.client.HTTPConnection, method: str, path: str, body: object 
     return answer.status, json.loads(answer.read() or b"null")
 
 
-@pytest.fixture
-def served(tmp_path) -> Iterator[Served]:
+def serve_workers(tmp_path: Path, tmp: Path, *extra: str) -> Served:
     port, resp_port = free_port(), free_port()
     argv = ["serve", "--db", str(tmp_path / "t.db"), "--port", str(port), "--resp-port", str(resp_port)]
-    proc, workers, errors = start(argv + ["--clean-interval", "0.2"], 2, [port, resp_port])
-    yield Served(proc, port, resp_port, workers)
-    stop(proc, errors)
+    proc, workers, errors = start([*argv, *extra], 2, [port, resp_port], env={"TMPDIR": str(tmp)})
+    return Served(proc, port, resp_port, workers, errors, tmp)
+
+
+@pytest.fixture
+def served(tmp_path, server_tmp) -> Iterator[Served]:
+    served = serve_workers(tmp_path, server_tmp, "--clean-interval", "0.2")
+    yield served
+    stop(served.proc, served.errors)
 
 
 def test_publishes_through_both_workers_get_dense_offsets_and_wake_the_other(served):
@@ -259,13 +293,100 @@ def test_workers_need_a_store_they_can_share(tmp_path):
     assert "several workers need a store they can share" in done.stderr
 
 
-def test_the_workers_stop_when_the_supervisor_is_killed(served):
+def test_the_workers_stop_and_clean_up_when_the_supervisor_is_killed(served):
+    (made,) = served.runtime_dirs()
+    assert rundir.owner(made) == served.proc.pid
     served.proc.kill()  # SIGKILL: no handler runs, the workers hear of it from the kernel
     served.proc.wait()
     deadline = time.monotonic() + 15
     while any(os.path.exists(f"/proc/{w}") and not zombie(w) for w in served.workers):
         assert time.monotonic() < deadline, "a worker kept running after its supervisor died"
         time.sleep(0.05)
+    # What the supervisor had no time to remove, its workers did: the members' socket, the metrics.
+    assert served.runtime_dirs() == []
+
+
+@pytest.mark.parametrize("index", [0, 1], ids=["member-home", "second"])
+def test_a_killed_worker_is_restarted_on_the_same_ports(served, index):
+    a, b = served.http_on(served.workers[0]), served.http_on(served.workers[1])
+    assert call(a, "POST", "/v1/topics", {"name": "orders", "partitions": 1})[0] == 201
+    status, joined = call(b, "POST", "/v1/groups/billing/join", {"topics": ["orders"], "start": "earliest"})
+    assert status == 200
+    member = joined["member_id"]
+    victim = served.workers[index]
+    survivor = (a, b)[1 - index]
+
+    os.kill(victim, signal.SIGKILL)
+    new = served.replacement(victim)
+    assert f"worker {index} (pid {victim}) was killed by SIGKILL; restarting it in" in served.stderr()
+    assert served.proc.poll() is None
+    # The survivor served on meanwhile, and the new worker serves both fronts on the same ports.
+    assert call(survivor, "POST", "/publish/orders", b"during")[0] == 201
+    fresh = served.http_on(new)
+    assert call(fresh, "POST", "/publish/orders", b"after")[0] == 201
+    redis_client = served.redis_on(new)
+    assert redis_client.xadd("orders", {"value": "via redis"}).endswith("-3")  # its offset
+    redis_client.close()
+    poll = {"member_id": member, "max_messages": 10}
+    if index == 0:
+        # The members' home restarted empty: the member is told to join again, as a
+        # Kafka client is after a coordinator restart, and its rejoin is served.
+        for conn in (fresh, survivor):
+            status, answer = call(conn, "POST", "/v1/groups/billing/poll", poll)
+            assert (status, answer["error"]["code"]) == (409, "stale_generation")
+            assert "join again" in answer["error"]["message"]
+        again = {
+            "topics": ["orders"],
+            "start": "earliest",
+            "member_id": member,
+        }  # its partitions back at once
+        status, joined = call(survivor, "POST", "/v1/groups/billing/join", again)
+        assert status == 200 and joined["assignment"] == [["orders", 0]]
+    status, polled = call(fresh, "POST", "/v1/groups/billing/poll", poll)
+    assert status == 200 and [r["offset"] for r in polled["records"]] == [1, 2, 3]
+    for conn in (a, b, fresh):
+        conn.close()
+
+
+def test_a_crash_loop_stops_the_server_and_says_so(tmp_path, server_tmp):
+    served = serve_workers(tmp_path, server_tmp, "--max-restarts", "1", "--restart-window", "60")
+    try:
+        first = served.workers[1]
+        os.kill(first, signal.SIGKILL)
+        second = served.replacement(first)
+        os.kill(second, signal.SIGKILL)  # its second death in 60 s: one more than allowed
+        assert served.proc.wait(30) == 1
+        lines = served.stderr().strip().splitlines()
+        assert re.fullmatch(
+            r"Error: worker 1 was killed by SIGKILL, its death 2 in [0-9.]+ s \(the limit is 1 restarts in 60 s\): "
+            r"a crash loop, so the server stopped; its errors are logged above",
+            lines[-1],
+        ), lines[-3:]
+        assert not any(os.path.exists(f"/proc/{w}") and not zombie(w) for w in served.workers)
+        assert served.runtime_dirs() == []
+    finally:
+        stop(served.proc, served.errors)
+
+
+def test_a_new_runtime_directory_sweeps_those_of_dead_supervisors(server_tmp, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(server_tmp))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    left = server_tmp / f"{rundir.PREFIX}{dead.pid}-x1"  # a supervisor SIGKILLed with all its workers
+    (left / "metrics").mkdir(parents=True)
+    (left / "members.sock").touch()
+    live = server_tmp / f"{rundir.PREFIX}{os.getpid()}-x2"  # a running server's
+    live.mkdir()
+    other = server_tmp / f"{rundir.PREFIX}notapid"
+    other.mkdir()
+    made = rundir.make()
+    try:
+        assert sorted(p.name for p in server_tmp.iterdir()) == sorted(
+            [live.name, other.name, os.path.basename(made)]
+        )
+        assert rundir.owner(made) == os.getpid() and os.stat(made).st_mode & 0o777 == 0o700
+    finally:
+        rundir.remove(made)
 
 
 def zombie(pid: int) -> bool:
@@ -280,3 +401,39 @@ def test_a_body_limit_that_is_no_size_is_refused(tmp_path, size):
     assert done.returncode == 2
     assert "Invalid value for '--max-body'" in done.stderr
     assert not (tmp_path / "t.db").exists()
+
+
+def post_form(conn: http.client.HTTPConnection, path: str, fields: dict[str, str], cookie: str = "") -> Any:
+    headers = {"content-type": "application/x-www-form-urlencoded", "cookie": cookie}
+    headers["origin"] = f"http://{conn.host}:{conn.port}"
+    conn.request("POST", path, body=urllib.parse.urlencode(fields), headers=headers)
+    answer = conn.getresponse()
+    answer.read()
+    return answer
+
+
+def get_page(conn: http.client.HTTPConnection, path: str, cookie: str) -> tuple[int, str]:
+    conn.request("GET", path, headers={"cookie": cookie})
+    answer = conn.getresponse()
+    return answer.status, answer.read().decode()
+
+
+def test_the_console_is_served_by_the_home_whichever_worker_a_request_lands_on(tmp_path, server_tmp):
+    served = serve_workers(tmp_path, server_tmp, "--token", "t0k")
+    try:
+        a, b = served.http_on(served.workers[0]), served.http_on(served.workers[1])
+        login = post_form(b, "/console/login", {"token": "t0k"})  # through the second worker
+        assert login.status == 303
+        cookie = login.getheader("set-cookie").split(";")[0]
+        status, html = get_page(a, "/console/", cookie)  # the session is known through the first too
+        assert status == 200
+        csrf = re.search(r'name="csrf" value="([^"]+)"', html).group(1)  # type: ignore[union-attr]
+        assert post_form(b, "/console/logout", {"csrf": csrf}, cookie).status == 303
+        assert get_page(a, "/console/", cookie)[0] == 303  # ended for both
+        # Wrong tokens through both workers count in one throttle, against the client's address.
+        statuses = [post_form((a, b)[i % 2], "/console/login", {"token": "wrong"}).status for i in range(12)]
+        assert statuses == [401] * 10 + [429] * 2
+        a.close()
+        b.close()
+    finally:
+        stop(served.proc, served.errors)

@@ -69,15 +69,18 @@ def listening(worker: int, port: int) -> bool:
     return any(row[3] == "0A" and port_of(row[1]) == port and row[9] in inodes for row in tcp_rows())
 
 
-def start(argv: list[str], count: int, ports: list[int]) -> tuple[subprocess.Popen, list[int], Any]:
+def start(
+    argv: list[str], count: int, ports: list[int], env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen, list[int], Any]:
     """Run `tidelog ARGV --workers COUNT` until every worker listens on every port.
 
     Returns the supervisor, its workers' pids and the file its stderr goes to
     (a file, not a pipe: a pipe nobody reads would stall a chatty server).
+    `env`: variables to set for it (TMPDIR, to see its runtime directory).
     """
     errors = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed by stop())
     argv = [sys.executable, "-m", "tidelog.cli", *argv, "--workers", str(count)]
-    proc = subprocess.Popen(argv, stderr=errors, text=True)
+    proc = subprocess.Popen(argv, stderr=errors, text=True, env={**os.environ, **(env or {})})
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         try:

@@ -19,6 +19,20 @@ class ConfigurationError(TidelogError):
     code = "configuration"
 
 
+class PortInUse(ConfigurationError):
+    """A server cannot listen on a port: another program holds it, or it
+    is not this machine's to take. Raised before anything was opened."""
+
+    code = "port_in_use"
+
+
+class CrashLoop(TidelogError):
+    """A server's worker processes kept dying faster than the supervisor
+    may restart them: it stopped the others and gave up."""
+
+    code = "crash_loop"
+
+
 class InvalidRequest(TidelogError):
     """The caller asked for something malformed; nothing was changed."""
 

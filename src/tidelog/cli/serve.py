@@ -4,11 +4,22 @@ extra) on the same log."""
 
 from __future__ import annotations
 
+import logging
+import os
+import stat
+
 import click
+from click.core import ParameterSource
 
 from tidelog.config import parse_size_bytes
 from tidelog.errors import InvalidRequest
 from tidelog.logs import LOG_FORMATS, LOG_LEVELS, log_to_stderr
+from tidelog.server.http.workers import (
+    DEFAULT_MAX_RESTARTS,
+    DEFAULT_RESTART_WINDOW_S,
+    Restarts,
+    default_workers,
+)
 from tidelog.server.limits import (
     DEFAULT_HANDSHAKE_TIMEOUT_S,
     DEFAULT_IDLE_TIMEOUT_S,
@@ -40,6 +51,37 @@ def _request_size(ctx: click.Context, param: click.Parameter, value: str) -> int
     return size
 
 
+MAX_TOKEN_FILE = 4096  # a token is a line, not a file's worth
+
+
+def read_token_file(path: str) -> tuple[str, int]:
+    """The token in the file at `path` (its first line, without the line
+    end), and the file's permission bits.
+
+    A file keeps the token out of the process list (`ps` shows --token's
+    value) and out of the environment other processes of the user may read.
+    """
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_TOKEN_FILE + 1)
+            mode = os.fstat(f.fileno()).st_mode
+    except OSError as e:
+        raise click.BadParameter(f"cannot read {path!r}: {e.strerror}", param_hint="--token-file") from None
+    if len(raw) > MAX_TOKEN_FILE:
+        raise click.BadParameter(
+            f"{path!r} is over {MAX_TOKEN_FILE} bytes: a token is one line", param_hint="--token-file"
+        )
+    try:
+        token = raw.decode().splitlines()[0].strip() if raw.strip() else ""
+    except UnicodeDecodeError:
+        raise click.BadParameter(f"{path!r} is not UTF-8 text", param_hint="--token-file") from None
+    if not token:
+        raise click.BadParameter(
+            f"{path!r} holds no token (its first line is empty)", param_hint="--token-file"
+        )
+    return token, stat.S_IMODE(mode)
+
+
 @click.command()
 @click.option(
     "--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback unless told)."
@@ -49,7 +91,14 @@ def _request_size(ctx: click.Context, param: click.Parameter, value: str) -> int
     "--token",
     envvar="TIDELOG_TOKEN",
     show_envvar=True,
-    help="Require 'Authorization: Bearer TOKEN' on every route but /healthz.",
+    help="Require 'Authorization: Bearer TOKEN' on every route but /healthz. Visible in the process"
+    " list: prefer --token-file or the environment variable.",
+)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False),
+    metavar="PATH",
+    help="Read the token from the first line of this file (instead of --token; over TIDELOG_TOKEN).",
 )
 @click.option(
     "--tls-cert", type=click.Path(exists=True, dir_okay=False), help="Serve TLS with this certificate (PEM)."
@@ -164,6 +213,22 @@ def _request_size(ctx: click.Context, param: click.Parameter, value: str) -> int
     help="The largest request on the Redis and Kafka protocols (Kafka's socket.request.max.bytes),"
     " checked against announced lengths before reading.",
 )
+@click.option(
+    "--max-restarts",
+    type=click.IntRange(0, 1000),
+    default=DEFAULT_MAX_RESTARTS,
+    show_default=True,
+    help="Restarts of one dead worker within --restart-window; its next death stops the server"
+    " (a crash loop). 0: never restart.",
+)
+@click.option(
+    "--restart-window",
+    type=click.FloatRange(0, 86_400, min_open=True),
+    default=DEFAULT_RESTART_WINDOW_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="The seconds over which a worker's deaths are counted for --max-restarts.",
+)
 @common_options
 @topic_policy_options
 @pass_session
@@ -172,6 +237,7 @@ def serve(
     host: str,
     port: int,
     token: str | None,
+    token_file: str | None,
     tls_cert: str | None,
     tls_key: str | None,
     resp_port: int,
@@ -189,8 +255,23 @@ def serve(
     handshake_timeout: float,
     max_hold: float,
     max_request: int,
+    max_restarts: int,
+    restart_window: float,
 ) -> None:
     """Serve the log over HTTP (and the Redis protocol) until interrupted."""
+    warnings = []
+    on_command_line = click.get_current_context().get_parameter_source("token") == ParameterSource.COMMANDLINE
+    if token_file is not None:
+        if token is not None and on_command_line:
+            raise click.UsageError("give the token once: --token or --token-file")
+        # Over TIDELOG_TOKEN, which a shell may export for the clients.
+        token, mode = read_token_file(token_file)
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            warnings.append(
+                f"the token file {token_file} can be read by other users (mode {mode:o}): chmod 600 it"
+            )
+    elif token and on_command_line:
+        warnings.append("--token shows the token in the process list: prefer --token-file or TIDELOG_TOKEN")
     if (tls_cert is None) != (tls_key is None):
         raise click.UsageError("--tls-cert and --tls-key go together")
     if resp_port and resp_port == port:
@@ -219,38 +300,37 @@ def serve(
             f"the server is not installed ({e}): pip install 'tidelog[server]'"
         ) from None
     if workers == 0:
-        from tidelog.server.http.workers import default_workers
-
         # A private in-memory log, or a port the kernel picks, is one process's.
         workers = 1 if ":memory:" in session.url or port == 0 else default_workers()
     # The command's logs (and granian's) on stderr: where it listens, what it serves.
     log_to_stderr(log_level, log_format, ("tidelog", "_granian", "granian.access"))
-    try:
-        server.serve(
-            session.url,
-            host=host,
-            port=port,
-            token=token,
-            tls_cert=tls_cert,
-            tls_key=tls_key,
-            resp_port=resp_port,
-            kafka_port=kafka_port,
-            kafka_advertised_host=kafka_advertised_host,
-            clean_interval=clean_interval,
-            txn_window=txn_window,
-            auto_create=session.auto_create,
-            default_partitions=session.default_partitions,
-            log_level=log_level,
-            log_access=access_log,
-            max_body=max_body,
-            workers=workers,
-            limits=Limits(
-                max_connections=max_connections,
-                idle_timeout=idle_timeout,
-                handshake_timeout=handshake_timeout,
-                max_hold=max_hold,
-                max_request=max_request,
-            ),
-        )
-    except OSError as e:  # a port in use
-        raise click.ClickException(f"cannot serve on {host}: {e}") from None
+    for warning in warnings:
+        logging.getLogger("tidelog.server").warning("%s", warning)
+    # A port in use, a crash loop: a TidelogError, one line and exit 1 (cli/app.py).
+    server.serve(
+        session.url,
+        host=host,
+        port=port,
+        token=token,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        resp_port=resp_port,
+        kafka_port=kafka_port,
+        kafka_advertised_host=kafka_advertised_host,
+        clean_interval=clean_interval,
+        txn_window=txn_window,
+        auto_create=session.auto_create,
+        default_partitions=session.default_partitions,
+        log_level=log_level,
+        log_access=access_log,
+        max_body=max_body,
+        workers=workers,
+        limits=Limits(
+            max_connections=max_connections,
+            idle_timeout=idle_timeout,
+            handshake_timeout=handshake_timeout,
+            max_hold=max_hold,
+            max_request=max_request,
+        ),
+        restarts=Restarts(max_restarts=max_restarts, window=restart_window),
+    )

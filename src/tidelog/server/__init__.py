@@ -11,12 +11,12 @@ Needs the server extra: pip install 'tidelog[server]'.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 from typing import Any
 
 from ..errors import ConfigurationError
+from . import rundir
+from .listeners import bind_all, server_ports
 
 
 def _need_extra() -> None:
@@ -51,32 +51,53 @@ def serve(
     max_body: int = 8 << 20,
     **kw: Any,
 ) -> None:
-    """Serve the log at `url` (blocking) until SIGINT or SIGTERM; see `tidelog.server.http.run.serve`."""
-    shared = _shared_metrics() if kw.get("workers", 1) > 1 else None
+    """Serve the log at `url` (blocking) until SIGINT or SIGTERM; see `tidelog.server.http.run.serve`.
+
+    The ports come first: each is bound (server/listeners.py) before the
+    store is opened or a file made, so a port another program holds raises
+    PortInUse naming it, and nothing else happens.
+    """
+    listeners = bind_all(host, server_ports(port, kw.get("resp_port", 0), kw.get("kafka_port", 0)))
+    runtime_dir = None
     try:
+        if kw.get("workers", 1) > 1:
+            runtime_dir = rundir.make()
+            _share_metrics(runtime_dir)  # before the server's modules load prometheus_client
         _need_extra()
         from .http.run import serve as _serve
 
-        _serve(url, host, port, token, tls_cert, tls_key, max_body, **kw)
+        _serve(
+            url,
+            host,
+            port,
+            token,
+            tls_cert,
+            tls_key,
+            max_body,
+            listeners=listeners,
+            runtime_dir=runtime_dir,
+            **kw,
+        )
     finally:
-        if shared:
-            os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
-            shutil.rmtree(shared, ignore_errors=True)
+        for sock in listeners.values():
+            sock.close()
+        if runtime_dir:
+            if os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").startswith(runtime_dir):
+                os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+            rundir.remove(runtime_dir)
 
 
-def _shared_metrics() -> str | None:
+def _share_metrics(runtime_dir: str) -> None:
     """Several server processes count into one place, so /metrics sums them.
 
     prometheus_client's multiprocess mode (each process's counters in files
     of one directory) is chosen when the library is first imported, so the
-    directory is named before that. Returns it, for removal at the end; None
-    when the library was already loaded (each process then counts its own).
+    directory is named before that; when the library was already loaded
+    (serve() called from a program that uses it), each process counts its own.
     """
     if "prometheus_client" in sys.modules or os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        return None
-    path = tempfile.mkdtemp(prefix="tidelog-metrics-")
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
-    return path
+        return
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = os.path.join(runtime_dir, "metrics")
 
 
 def __getattr__(name: str) -> Any:

@@ -12,12 +12,13 @@ from ...config import parse_duration_ms
 from ...log import Log
 from ..limits import Limits
 from . import compat, console, duplex, members, operate, ops, queues, retention, stream, subscribe, v1
-from .auth import BearerAuth
+from .auth import BearerAuth, console_page
 from .context import DEFAULT_CLEAN_INTERVAL_S, DEFAULT_MAX_BODY, MAX_WAIT_S, Context, Settings
 from .errors import HANDLERS
-from .home import MemberHome
+from .home import HomeForward, member_route
 from .hot import HotPublish
 from .metrics import MetricsMiddleware
+from .sessions import LoginThrottle, Sessions
 
 
 def create_app(
@@ -53,7 +54,7 @@ def create_app(
     (0: no sampling, no charts). `lean_routes` (on) serves the common case
     of POST /publish/{topic} without the framework (see hot.py); the same
     answers either way. `member_home`, the Unix socket of another server
-    process, forwards the stream-group member routes there (see home.py).
+    process, forwards the stream-group member routes and the console there (see home.py).
     `limits`: the bounds every front holds to (server/limits.py; defaults).
     """
     from ... import open as open_log
@@ -91,7 +92,8 @@ def create_app(
         owns,
     )
 
-    history, sampler = console.start_history(ctx, console_interval, console_window)
+    # Under several processes the console is served by the home (home.py): only it samples.
+    history, sampler = console.start_history(ctx, 0 if member_home else console_interval, console_window)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -105,13 +107,16 @@ def create_app(
                 await sampler.stop()
             await ctx.stop()
 
+    sessions = Sessions()
     middleware = [Middleware(MetricsMiddleware, metrics=ctx.metrics)]
     if lean_routes:  # first: it passes on what it does not serve through the rest
         middleware.insert(0, Middleware(HotPublish, ctx=ctx, token=token))
+    if member_home:  # before auth: the home holds the console's sessions, and checks them
+        middleware.append(Middleware(HomeForward, socket_path=member_home, forwards=console_page))
     if token:
-        middleware.append(Middleware(BearerAuth, token=token))
+        middleware.append(Middleware(BearerAuth, token=token, sessions=sessions))
     if member_home:  # last: only an authenticated request is forwarded
-        middleware.append(Middleware(MemberHome, socket_path=member_home))
+        middleware.append(Middleware(HomeForward, socket_path=member_home, forwards=member_route))
     app = Starlette(
         routes=[
             *ops.routes,
@@ -133,6 +138,8 @@ def create_app(
     app.state.ctx = ctx
     app.state.console_history = history
     app.state.console_token = token or None
+    app.state.console_sessions = sessions
+    app.state.console_throttle = LoginThrottle()
     # Pages refresh their figures about as often as the history samples, every 0.5 to 3 s.
     app.state.console_refresh_ms = int(min(3.0, max(0.5, console_interval or 3.0)) * 1000)
     return app

@@ -4,29 +4,30 @@ WebSockets carry it in the Authorization header or, since browsers cannot
 set headers there, as `?token=`.
 
 A person's browser cannot send the header on a page it navigates to: the
-console's login form takes the token once and sets a session cookie (gone
-when the browser closes; HttpOnly, SameSite=Strict, so no other site's page
-can use it). The cookie holds an HMAC of the token, not the token, and
-counts only for the console's pages and /docs; the API wants the header.
+console's login form takes the token once and opens a session
+(console/sessions.py) whose random id is a cookie (gone when the browser
+closes; HttpOnly, SameSite=Strict). The cookie counts only for the
+console's pages and /docs; the API wants the header. How a request got in
+is left in its scope (AUTHENTICATED_BY, and the session), for the
+console's CSRF check: a request with the header needs none, since no
+other site's page can make a browser send it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from http.cookies import SimpleCookie
 from urllib.parse import unquote_to_bytes
 
 from .errors import error_body
+from .sessions import Sessions
 
 OPEN_PATHS = frozenset({"/healthz", "/console/login"})
 OPEN_PREFIXES = ("/console/static/",)  # the console's stylesheet and scripts hold nothing secret
 SESSION_COOKIE = "tidelog_console"
-
-
-def session_value(token: str) -> str:
-    """The console's session cookie for `token`."""
-    return hmac.new(token.encode(), b"tidelog console session", hashlib.sha256).hexdigest()
+# Scope keys (ASGI allows a server's own): "bearer" or "session", and the console session.
+AUTHENTICATED_BY = "tidelog.authenticated_by"
+SESSION = "tidelog.session"
 
 
 def is_page(path: str) -> bool:
@@ -38,7 +39,14 @@ def is_page(path: str) -> bool:
     )
 
 
-def _cookie(headers) -> str | None:
+def console_page(scope) -> bool:
+    """A page the console's session opens (static files aside): served by the
+    members' home under several processes (home.py)."""
+    path = scope.get("path", "")
+    return is_page(path) and not path.startswith(OPEN_PREFIXES)
+
+
+def session_cookie(headers) -> str | None:
     for name, value in headers:
         if name == b"cookie":
             jar: SimpleCookie = SimpleCookie()
@@ -52,10 +60,10 @@ def _cookie(headers) -> str | None:
 
 
 class BearerAuth:
-    def __init__(self, app, token: str):
+    def __init__(self, app, token: str, sessions: Sessions):
         self.app = app
         self.expected = b"Bearer " + token.encode()
-        self.session = session_value(token).encode()
+        self.sessions = sessions
 
     async def __call__(self, scope, receive, send) -> None:
         path = scope.get("path", "")
@@ -63,8 +71,10 @@ class BearerAuth:
             await self.app(scope, receive, send)
             return
         if scope["type"] == "http" and is_page(path):
-            cookie = _cookie(scope["headers"])
-            if cookie is not None and hmac.compare_digest(cookie.encode(), self.session):
+            cookie = session_cookie(scope["headers"])
+            session = self.sessions.find(cookie) if cookie else None
+            if session is not None:
+                scope[AUTHENTICATED_BY], scope[SESSION] = "session", session
                 await self.app(scope, receive, send)
                 return
         given = b""
@@ -78,6 +88,7 @@ class BearerAuth:
                 if pair.startswith(b"token="):
                     given = b"Bearer " + unquote_to_bytes(pair[6:])
         if hmac.compare_digest(given, self.expected):
+            scope[AUTHENTICATED_BY] = "bearer"
             await self.app(scope, receive, send)
             return
         if scope["type"] == "websocket":

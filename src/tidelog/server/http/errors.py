@@ -35,6 +35,23 @@ class Unauthorized(TidelogError):
     code = "unauthorized"
 
 
+class Forbidden(TidelogError):
+    """A console form that did not come from the console's own page (its
+    Origin, or its CSRF token, is not this server's)."""
+
+    code = "forbidden"
+
+
+class TooManyRequests(TidelogError):
+    """A client tried too many wrong tokens at the console's login; `retry_after` seconds to wait."""
+
+    code = "too_many_requests"
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class Unavailable(TidelogError):
     """Another server process this request needs did not answer (home.py)."""
 
@@ -52,6 +69,8 @@ class MethodNotAllowed(InvalidRequest):
 # The most specific class in an error's MRO decides its status.
 STATUS: dict[type[BaseException], int] = {
     Unauthorized: 401,
+    Forbidden: 403,
+    TooManyRequests: 429,
     MessageTooLarge: 413,
     MethodNotAllowed: 405,
     OffsetOutOfRange: 400,

@@ -13,9 +13,8 @@ import asyncio
 import gc
 import logging
 import os
-import shutil
 import signal
-import tempfile
+import socket
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -23,10 +22,12 @@ from urllib.parse import urlsplit, urlunsplit
 from ... import __version__
 from ...errors import ConfigurationError
 from ...log import Log
+from .. import rundir
+from ..listeners import BACKLOG, bind_all, bind_unix, server_ports
 from .app import create_app
 from .context import DEFAULT_CLEAN_INTERVAL_S, DEFAULT_MAX_BODY
-from .home import without_lifespan
-from .workers import run_workers, supports_workers
+from .home import home_listener
+from .workers import Restarts, run_workers, supports_workers
 
 # Container allocations between young-generation collections in the server
 # (CPython's default is 700). Each request allocates a few hundred objects,
@@ -57,7 +58,49 @@ def _not_experimental_notice(record: logging.LogRecord) -> bool:
     return "Embedded server is experimental" not in record.getMessage()
 
 
-def build_server(app: Any, host: str, port: int, tls_cert: str | None, tls_key: str | None, **kw: Any) -> Any:
+def granian_socket(sock: socket.socket) -> Any:
+    """`sock` as granian's SocketHolder, which its worker accepts on.
+
+    A duplicate of the descriptor: granian's listener closes its own when
+    it stops, and `sock` stays open for a restarted worker. granian takes
+    this path itself where it has no SO_REUSEPORT; the holder's constructor
+    is (fd, uds, backlog) on Linux and FreeBSD, (fd, uds) elsewhere.
+    """
+    from granian._granian import SocketHolder
+
+    holder: Any = SocketHolder  # its stub declares no constructor
+    fd = os.dup(sock.fileno())
+    uds = sock.family == getattr(socket, "AF_UNIX", None)
+    try:
+        return holder(fd, uds, BACKLOG)
+    except TypeError:
+        return holder(fd, uds)
+
+
+def accept_on(server: Any, sock: socket.socket) -> None:
+    """Make granian's embedded `server` accept on `sock` instead of binding
+    its own socket (an SO_REUSEPORT one on Linux: see server/listeners.py)."""
+
+    def init_shared_socket() -> None:
+        server._ssp = None
+        server._shd = granian_socket(sock)
+        server._sfd = server._shd.get_fd()
+
+    server._init_shared_socket = init_shared_socket
+
+
+def build_server(
+    app: Any,
+    host: str,
+    port: int,
+    tls_cert: str | None,
+    tls_key: str | None,
+    sock: socket.socket | None = None,
+    **kw: Any,
+) -> Any:
+    """granian's embedded server for `app`: on `sock`, a listening socket
+    bound beforehand (listeners.py), else on host:port as granian binds it
+    (with SO_REUSEPORT on Linux: for the in-process ServerThread and benches)."""
     from granian.constants import HTTPModes, Interfaces, SSLProtocols
     from granian.server.embed import Server
 
@@ -78,7 +121,7 @@ def build_server(app: Any, host: str, port: int, tls_cert: str | None, tls_key: 
         "websockets": True,  # /subscribe/{topic}
         "log_enabled": kw.pop("log_enabled", True),
         "log_level": kw.pop("log_level", "warning"),
-        "backlog": 2048,
+        "backlog": BACKLOG,
     }
     if tls_cert and tls_key:
         options.update(
@@ -87,7 +130,10 @@ def build_server(app: Any, host: str, port: int, tls_cert: str | None, tls_key: 
             ssl_protocol_min=SSLProtocols.tls12,
         )
     options.update(kw)
-    return Server(app, **options)
+    server = Server(app, **options)
+    if sock is not None:
+        accept_on(server, sock)
+    return server
 
 
 def stop_server(app: Any, server: Any) -> None:
@@ -129,6 +175,9 @@ def serve(
     resp_port: int = 0,
     tune_gc_after_start: bool = True,
     workers: int = 1,
+    restarts: Restarts | None = None,
+    listeners: dict[str, socket.socket] | None = None,
+    runtime_dir: str | None = None,
     **kw: Any,
 ) -> None:
     """Serve the log at `url` until SIGINT or SIGTERM.
@@ -139,77 +188,127 @@ def serve(
     Redis protocol on the same host, log and token (`tidelog serve` turns it
     on at 7379). `tune_gc_after_start` (on) freezes the start-up heap and
     raises the collector's first threshold (see `tune_gc`). `workers` > 1
-    runs that many server processes on the port (Linux; see workers.py):
-    the background cleaner runs in the first only, and the Redis front
-    listens in every one (SO_REUSEPORT), each waking on the others' appends
-    through the store. Extra keywords go to `create_app` (max_wait, keepalive,
-    clean_interval, auto_create, default_partitions) or to granian's server.
+    runs that many server processes on the ports (Linux; see workers.py),
+    restarted as `restarts` says when one dies: the background cleaner runs
+    in the first only, and every one serves HTTP and the Redis front, each
+    waking on the others' appends through the store. Extra keywords go to
+    `create_app` (max_wait, keepalive, clean_interval, auto_create,
+    default_partitions) or to granian's server.
+
+    Every port is bound before anything is opened (listeners.py): a port
+    another program holds raises PortInUse and nothing is created.
+    `listeners`, bound by the caller (`tidelog.server.serve`), and
+    `runtime_dir` (rundir.py) are used as given and closed or removed at the end.
     """
     if token is None:
         token = os.environ.get("TIDELOG_TOKEN") or None
     if workers > 1 and not supports_workers():
-        logging.getLogger("tidelog.server").warning("several workers need Linux's SO_REUSEPORT: serving one")
+        logging.getLogger("tidelog.server").warning("several workers need Linux: serving one")
         workers = 1
     if workers > 1:
         if not isinstance(url, str) or ":memory:" in url:
             raise ConfigurationError("several workers need a store they can share: a file or server URL")
         if port == 0:
             raise ConfigurationError("several workers share one port: give a port number, not 0")
-        from ... import open as open_log
-
-        # Create or migrate the schema once, before the workers race to.
-        open_log(url).close()
-        clean_interval = kw.pop("clean_interval", DEFAULT_CLEAN_INTERVAL_S)
-
-        # The first worker is the home of stream-group members over HTTP
-        # (home.py); the others reach it on a socket in a private directory.
-        home_dir = tempfile.mkdtemp(prefix="tidelog-serve-")
-        home = os.path.join(home_dir, "members.sock")
-
-        def worker(index: int) -> None:
+    if listeners is None:
+        listeners = bind_all(host, server_ports(port, resp_port, kw.get("kafka_port", 0)))
+    try:
+        if workers == 1:
             _serve_process(
-                url,
-                host,
-                port,
-                token,
-                tls_cert,
-                tls_key,
-                max_body,
-                resp_port,
-                tune_gc_after_start,
-                worker=index,
-                home=home,
-                # One cleaner for the store, not one a process.
-                clean_interval=clean_interval if index == 0 else 0,
-                **kw,
+                url, host, token, tls_cert, tls_key, max_body, tune_gc_after_start, listeners, **kw
             )
+            return
+        _serve_workers(
+            url,
+            host,
+            token,
+            tls_cert,
+            tls_key,
+            max_body,
+            tune_gc_after_start,
+            listeners,
+            workers,
+            restarts,
+            runtime_dir,
+            **kw,
+        )
+    finally:
+        for sock in listeners.values():
+            sock.close()
 
-        try:
-            run_workers(workers, worker)
-        finally:
-            shutil.rmtree(home_dir, ignore_errors=True)
-        return
-    _serve_process(url, host, port, token, tls_cert, tls_key, max_body, resp_port, tune_gc_after_start, **kw)
+
+def _serve_workers(
+    url: str | Log,
+    host: str,
+    token: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    max_body: int,
+    tune_gc_after_start: bool,
+    listeners: dict[str, socket.socket],
+    workers: int,
+    restarts: Restarts | None,
+    runtime_dir: str | None,
+    **kw: Any,
+) -> None:
+    from ... import open as open_log
+
+    assert isinstance(url, str)
+    # Create or migrate the schema once, before the workers race to.
+    open_log(url).close()
+    clean_interval = kw.pop("clean_interval", DEFAULT_CLEAN_INTERVAL_S)
+    runtime_dir = runtime_dir or rundir.make()
+    # The first worker is the home of stream-group members over HTTP
+    # (home.py); the others reach it on this socket, which the supervisor
+    # holds so that a restarted home listens on it at once.
+    home = os.path.join(runtime_dir, rundir.SOCKET)
+    home_socket = bind_unix(home)
+
+    def worker(index: int) -> None:
+        _serve_process(
+            url,
+            host,
+            token,
+            tls_cert,
+            tls_key,
+            max_body,
+            tune_gc_after_start,
+            listeners,
+            worker=index,
+            home=home,
+            home_socket=home_socket if index == 0 else None,
+            # One cleaner for the store, not one a process.
+            clean_interval=clean_interval if index == 0 else 0,
+            **kw,
+        )
+
+    try:
+        run_workers(workers, worker, restarts, orphaned=lambda: rundir.remove(runtime_dir))
+    finally:
+        home_socket.close()
+        rundir.remove(runtime_dir)
 
 
 def _serve_process(
     url: str | Log,
     host: str,
-    port: int,
     token: str | None,
     tls_cert: str | None,
     tls_key: str | None,
     max_body: int,
-    resp_port: int,
     tune_gc_after_start: bool,
+    listeners: dict[str, socket.socket],
     worker: int | None = None,
     home: str | None = None,
+    home_socket: socket.socket | None = None,
     **kw: Any,
 ) -> None:
     """One server process: the app on granian (and the Redis front) until a signal.
 
-    `worker`: this process's index among several on the port (None: alone).
-    `home`: the Unix socket where the first of them serves member routes.
+    `listeners`: the bound sockets ("http"; "resp" and "kafka" for those fronts).
+    `worker`: this process's index among several (None: alone). `home`: the
+    Unix socket where the first of them serves member routes, on
+    `home_socket` in that first one.
     """
     app_options = (
         "max_wait",
@@ -222,35 +321,38 @@ def _serve_process(
         "limits",
     )
     app_kw = {k: kw.pop(k) for k in app_options if k in kw}
-    kafka_port = kw.pop("kafka_port", 0)
     kafka_host = kw.pop("kafka_advertised_host", None)
-    is_home = home is not None and worker == 0
-    app = create_app(url, token, max_body=max_body, member_home=None if is_home else home, **app_kw)
-    server = build_server(app, host, port, tls_cert, tls_key, **kw)
+    kw.pop("kafka_port", None)  # bound with the others: listeners["kafka"]
+    app = create_app(url, token, max_body=max_body, member_home=None if home_socket else home, **app_kw)
+    http = listeners["http"]
+    port = http.getsockname()[1]
+    server = build_server(app, host, port, tls_cert, tls_key, sock=http, **kw)
     home_server = None
-    if is_home and home is not None:  # it also listens on its socket, with the same app (and token)
-        home_server = build_server(without_lifespan(app), host, 0, None, None, uds=Path(home), **kw)
+    if home_socket is not None:  # the home also listens on its socket, with the same app (and token)
+        home_server = build_server(home_listener(app), host, 0, None, None, sock=home_socket, **kw)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
         resp = None
-        if resp_port:
+        if "resp" in listeners:
             from ..resp import start_resp_server
 
+            resp_port = listeners["resp"].getsockname()[1]
             resp = await start_resp_server(
                 resp_log(app),
                 host,
                 resp_port,
                 token,
                 hub=app.state.ctx.hub,
-                reuse_port=worker is not None,
                 limits=app.state.ctx.settings.limits,
+                sock=listeners["resp"],
             )
             say("Redis protocol on %s:%s (redis-cli -p %s)", host, resp_port, resp_port)
         kafka = None
-        if kafka_port:
+        if "kafka" in listeners:
             from ..kafka import start_kafka_server
 
+            kafka_port = listeners["kafka"].getsockname()[1]
             kafka = await start_kafka_server(
                 resp_log(app),
                 host,
@@ -258,9 +360,9 @@ def _serve_process(
                 token,
                 hub=app.state.ctx.hub,
                 writer=app.state.ctx.writer,
-                reuse_port=worker is not None,
                 limits=app.state.ctx.settings.limits,
                 advertised_host=kafka_host,
+                sock=listeners["kafka"],
             )
             say(
                 "Kafka protocol on %s:%s (bootstrap.servers=%s:%s)",

@@ -21,6 +21,7 @@ closes the connection, as Kafka does.
 from __future__ import annotations
 
 import asyncio
+import socket
 import logging
 from typing import Any
 
@@ -70,13 +71,18 @@ class KafkaServer:
         self.handlers: set[asyncio.Task[Any]] = set()
         self.refused = 0  # connections refused at max_connections
 
-    async def start(self, host: str, port: int, reuse_port: bool = False) -> asyncio.Server:
+    async def start(
+        self, host: str, port: int, reuse_port: bool = False, sock: socket.socket | None = None
+    ) -> asyncio.Server:
         broker = self.broker
         if broker.own_hub:
             broker.hub.start()
         if broker.own_writer:
             broker.writer.start()
-        server = await asyncio.start_server(self._handle, host, port, reuse_port=reuse_port or None)
+        if sock is not None:  # bound by `serve` (server/listeners.py)
+            server = await asyncio.start_server(self._handle, sock=sock)
+        else:
+            server = await asyncio.start_server(self._handle, host, port, reuse_port=reuse_port or None)
         broker.bind(host, server.sockets[0].getsockname()[1])
         _states[id(server)] = self
         return server
@@ -286,13 +292,16 @@ async def start_kafka_server(
     reuse_port: bool = False,
     limits: Limits | None = None,
     advertised_host: str | None = None,
+    sock: socket.socket | None = None,
 ) -> asyncio.Server:
     """Listen for Kafka's protocol on host:port (0 picks a free port).
 
     With a token, clients authenticate with SASL PLAIN (any user name, the
     token as password). `hub` and `writer`: the HTTP front's wake-ups and
     group-commit writer to share (own ones when None). `advertised_host`:
-    the host clients are told to connect to (default: `host`).
+    the host clients are told to connect to (default: `host`). `sock`: a
+    listening socket to accept on instead of binding (`serve` binds every
+    port first: server/listeners.py).
     """
     broker = Broker(log, token, hub, writer, limits, advertised_host)
-    return await KafkaServer(broker).start(host, port, reuse_port)
+    return await KafkaServer(broker).start(host, port, reuse_port, sock)

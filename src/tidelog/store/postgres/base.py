@@ -48,7 +48,8 @@ from ..pids import PartitionIds
 try:
     import psycopg
     from psycopg import sql as psql
-    from psycopg_pool import ConnectionPool
+
+    from .pool import Pool
 except ImportError:  # pragma: no cover - exercised by a test that hides the driver
     raise ConfigurationError(
         "the PostgreSQL store needs psycopg 3 and psycopg-pool: pip install 'tidelog[postgres]'"
@@ -297,7 +298,7 @@ class PostgresBase(PartitionIds):
         self._origin = secrets.token_hex(8)  # names this store's appends in notifications
         with self._connect() as conn:
             self._migrate(conn)
-        self._pool = ConnectionPool(
+        self._pool = Pool(
             url,
             min_size=1,
             max_size=POOL_MAX,
@@ -334,12 +335,16 @@ class PostgresBase(PartitionIds):
             conn = self._pool.getconn()
         except psycopg.Error as e:
             raise store_failure(e, "no PostgreSQL connection") from e
+        broken = False
         try:
             yield conn
         except psycopg.Error as e:
+            broken = conn.broken
             raise store_failure(e) from e
         finally:
             self._pool.putconn(conn)
+            if broken:  # the server went away: its other connections went with it (pool.py)
+                self._pool.lost()
 
     def _create_schema(self, conn: psycopg.Connection) -> None:
         """Create the first schema of the search_path when it does not exist.

@@ -5,14 +5,14 @@ Each goes through the core call and the validation `/v1` uses (a form
 becomes the same wire record `/v1` reads; reset and redrive are the same
 core functions). On success the browser is sent back to the page with a
 notice; on bad input the page is shown again with the error, and nothing
-changed.
+changed. Each form is checked to come from the console's own page first
+(forms.py: its Origin and CSRF token).
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import parse_qsl
 
 from starlette.datastructures import FormData
 from starlette.requests import Request
@@ -23,23 +23,11 @@ from ....deadletters import redrive
 from ....errors import InvalidRequest, TidelogError
 from ....resets import TARGETS, plan_reset, reset_offsets
 from ....wire import record_in
-from ..bodies import read_body
 from ..errors import status_for
 from ..responses import ctx_of
 from . import figures, pages
+from .forms import read_form
 from .render import done, page
-
-MAX_FORM_FIELDS = 10_000
-
-
-async def read_form(request: Request) -> FormData:
-    """The posted form (application/x-www-form-urlencoded: the console posts no files)."""
-    body = await read_body(request, ctx_of(request).settings.max_body)
-    try:
-        pairs = parse_qsl(body.decode(), keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS)
-    except (UnicodeDecodeError, ValueError) as e:
-        raise InvalidRequest(f"the form could not be read: {e}") from None
-    return FormData(list(pairs))
 
 
 async def _again(

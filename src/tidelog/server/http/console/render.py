@@ -14,6 +14,7 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from ..auth import SESSION
 from . import text
 
 NOTICE_COOKIE = "tidelog_notice"
@@ -45,10 +46,18 @@ def page(request: Request, template: str, status: int = 200, **context: Any) -> 
     context.setdefault("banners", [])
     context.setdefault("live", None)
     context["authed"] = getattr(request.app.state, "console_token", None) is not None
+    context["csrf"] = csrf_token(request)
     response = HTMLResponse(_env.get_template(template).render(**context), status)
     if notice:
         response.delete_cookie(NOTICE_COOKIE, path="/console")
     return response
+
+
+def csrf_token(request: Request) -> str:
+    """The token this page's forms carry: its session's, or the server's own
+    when no session stands behind the page (a server without a token)."""
+    session = request.scope.get(SESSION)
+    return session.csrf if session is not None else request.app.state.console_sessions.anonymous_csrf
 
 
 def done(location: str, notice: str) -> Response:

@@ -3,8 +3,10 @@ login and logout. The actions (POST) are in `actions`."""
 
 from __future__ import annotations
 
+import functools
 import hmac
-from collections.abc import Callable
+import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -13,10 +15,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ....errors import TidelogError
-from ..auth import SESSION_COOKIE, session_value
-from ..errors import status_for
+from ..auth import SESSION_COOKIE, session_cookie
+from ..errors import Forbidden, TooManyRequests, status_for
 from ..responses import ctx_of
 from . import actions, pages
+from .forms import read_form
 from .history import History
 from .render import page
 
@@ -103,25 +106,63 @@ async def api_queue_group(request: Request) -> Response:
 
 
 async def login(request: Request) -> Response:
+    """The login form; a right token opens a session (sessions.py), a wrong one
+    counts against the client's address (too many: 429 until it refills)."""
     token = request.app.state.console_token
     if token is None:
         return RedirectResponse("/console/", 303)
     if request.method == "GET":
         return page(request, "login.html")
-    form = await actions.read_form(request)
+    throttle = request.app.state.console_throttle
+    client = request.client.host if request.client else ""
+    wait = throttle.wait(client)
+    if wait:
+        seconds = math.ceil(wait)
+        raise TooManyRequests(f"Too many wrong tokens from your address: try again in {seconds} s.", seconds)
+    form = await read_form(request, csrf=False)  # no session yet: its Origin is checked
     given = str(form.get("token", ""))
     if not hmac.compare_digest(given.encode(), token.encode()):
+        throttle.failed(client)
         return page(request, "login.html", 401, error="That is not the server's token.")
     response = RedirectResponse("/console/", 303)
-    # No max-age: a session cookie, gone when the browser closes.
-    response.set_cookie(SESSION_COOKIE, session_value(token), path="/", httponly=True, samesite="strict")
+    # No max-age: a session cookie, gone when the browser closes; Secure over TLS.
+    response.set_cookie(
+        SESSION_COOKIE,
+        request.app.state.console_sessions.open(),
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
     return response
 
 
 async def logout(request: Request) -> Response:
+    """End the session server-side (the cookie no longer opens anything), then forget it."""
+    await read_form(request)
+    session_id = session_cookie(request.scope["headers"])
+    if session_id:
+        request.app.state.console_sessions.close(session_id)
     response = RedirectResponse("/console/login", 303)
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response
+
+
+def refusals(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """A form's endpoint whose refusals (a foreign form, too many tries) are pages, not JSON."""
+
+    @functools.wraps(endpoint)
+    async def guarded(request: Request) -> Response:
+        try:
+            return await endpoint(request)
+        except TooManyRequests as e:
+            response = page(request, "login.html", 429, error=str(e))
+            response.headers["retry-after"] = str(e.retry_after)
+            return response
+        except Forbidden as e:
+            return page(request, "error.html", 403, problem=str(e))
+
+    return guarded
 
 
 async def root(request: Request) -> Response:
@@ -130,15 +171,15 @@ async def root(request: Request) -> Response:
 
 console_routes = [
     Route("/", overview, methods=["GET"]),
-    Route("/login", login, methods=["GET", "POST"]),
-    Route("/logout", logout, methods=["POST"]),
+    Route("/login", refusals(login), methods=["GET", "POST"]),
+    Route("/logout", refusals(logout), methods=["POST"]),
     Route("/topics/{topic}", topic, methods=["GET"]),
-    Route("/topics/{topic}/produce", actions.produce, methods=["POST"]),
+    Route("/topics/{topic}/produce", refusals(actions.produce), methods=["POST"]),
     Route("/topics/{topic}/partitions/{partition:int}/records/{offset:int}", record, methods=["GET"]),
     Route("/groups/{group}", stream_group, methods=["GET"]),
-    Route("/groups/{group}/reset", actions.reset, methods=["POST"]),
+    Route("/groups/{group}/reset", refusals(actions.reset), methods=["POST"]),
     Route("/queues/{topic}/{group}", queue_group, methods=["GET"]),
-    Route("/queues/{topic}/{group}/redrive", actions.redrive_dead_letters, methods=["POST"]),
+    Route("/queues/{topic}/{group}/redrive", refusals(actions.redrive_dead_letters), methods=["POST"]),
     Route("/api/", api_overview, methods=["GET"]),
     Route("/api/topics/{topic}", api_topic, methods=["GET"]),
     Route("/api/groups/{group}", api_stream_group, methods=["GET"]),
