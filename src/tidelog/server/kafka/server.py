@@ -21,8 +21,8 @@ closes the connection, as Kafka does.
 from __future__ import annotations
 
 import asyncio
-import socket
 import logging
+import socket
 from typing import Any
 
 from ...log import Log
