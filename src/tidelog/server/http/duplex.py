@@ -29,7 +29,7 @@ from starlette.datastructures import QueryParams
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
-from .subscribe import Gone, Subscriber
+from .subscribe import Gone, HeldTooLong, Subscriber
 
 if TYPE_CHECKING:
     from .context import Context
@@ -115,7 +115,7 @@ class DuplexSubscribe:
         group = QueryParams(scope.get("query_string", b"")).get("group")
         try:
             await Subscriber(channel, ctx).run(topic, group)
-        except (Gone, ConnectionAbortedError):
+        except (Gone, HeldTooLong, ConnectionAbortedError):
             pass
         try:
             await channel.end()
