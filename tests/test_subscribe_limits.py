@@ -171,7 +171,9 @@ def test_a_websocket_subscriber_that_does_not_read_loses_its_message(serve):
         assert raw.recv(4096).startswith(b"HTTP/1.1 101")
         frame = b"INIT"  # a masked text frame, as a client must send
         mask = b"\x01\x02\x03\x04"
-        raw.sendall(bytes([0x81, 0x80 | len(frame)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(frame)))
+        raw.sendall(
+            bytes([0x81, 0x80 | len(frame)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(frame))
+        )
         # ...and never reads again.
         got, count = second_consumer(server)
         assert (len(got), count) == (len(big), 2)

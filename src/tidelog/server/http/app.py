@@ -13,6 +13,7 @@ from ...log import Log
 from ..limits import Limits
 from . import compat, console, duplex, members, operate, ops, queues, retention, stream, subscribe, v1
 from .auth import BearerAuth
+from .connections import ConnectionTracking
 from .context import DEFAULT_CLEAN_INTERVAL_S, DEFAULT_MAX_BODY, MAX_WAIT_S, Context, Settings
 from .errors import HANDLERS
 from .home import MemberHome
@@ -108,6 +109,8 @@ def create_app(
     middleware = [Middleware(MetricsMiddleware, metrics=ctx.metrics)]
     if lean_routes:  # first: it passes on what it does not serve through the rest
         middleware.insert(0, Middleware(HotPublish, ctx=ctx, token=token))
+    # Outermost: every request counts as its connection's activity (connections.py).
+    middleware.insert(0, Middleware(ConnectionTracking, connections=ctx.connections))
     if token:
         middleware.append(Middleware(BearerAuth, token=token))
     if member_home:  # last: only an authenticated request is forwarded

@@ -33,6 +33,7 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS",
 OTHER_METHOD = "other"
 UNMATCHED = "unmatched"
 
+
 def method_label(method: str) -> str:
     """The method as a label: a standard one as it is, anything else "other"."""
     return method if method in METHODS else OTHER_METHOD

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ... import __version__
 from ...errors import ConfigurationError
 from ...log import Log
+from ..limits import Limits
 from .app import create_app
 from .context import DEFAULT_CLEAN_INTERVAL_S, DEFAULT_MAX_BODY
 from .home import without_lifespan
@@ -33,6 +34,7 @@ from .workers import run_workers, supports_workers
 # almost none of them in cycles; at 700 the collector ran every few requests
 # and took 11% of the publish path's GIL time (issue 15's profile).
 GC_GEN0_THRESHOLD = 50_000
+NEVER_S = 86_400.0  # hyper wants some header read timeout: idle_timeout 0 ("never") is a day
 
 
 def tune_gc() -> None:
@@ -58,7 +60,11 @@ def _not_experimental_notice(record: logging.LogRecord) -> bool:
 
 
 def build_server(app: Any, host: str, port: int, tls_cert: str | None, tls_key: str | None, **kw: Any) -> Any:
+    """granian's embedded server for `app`, with what granian itself can
+    hold of the app's Limits; the app's connection guard holds the rest
+    (connections.py), once told the port here."""
     from granian.constants import HTTPModes, Interfaces, SSLProtocols
+    from granian.http import HTTP1Settings
     from granian.server.embed import Server
 
     granian_log = logging.getLogger("_granian")
@@ -80,6 +86,21 @@ def build_server(app: Any, host: str, port: int, tls_cert: str | None, tls_key: 
         "log_level": kw.pop("log_level", "warning"),
         "backlog": 2048,
     }
+    ctx = getattr(getattr(app, "state", None), "ctx", None)
+    if ctx is not None:
+        limits: Limits = ctx.settings.limits
+        # granian's cap on the connections it serves at once (one process):
+        # past it, connections wait in the backlog, where the guard finds
+        # them and makes room or refuses them.
+        options["backpressure"] = limits.max_connections
+        # hyper's header read timeout covers a request head and, on HTTP/1.1,
+        # the wait for the next one on a kept-alive connection: that wait is
+        # idle_timeout (the guard bounds the first request by handshake_timeout).
+        options["http1_settings"] = HTTP1Settings(
+            header_read_timeout=int((limits.idle_timeout or NEVER_S) * 1000)
+        )
+        if "uds" not in kw:  # the member home's Unix socket is the server's own
+            ctx.connections.serve_on(port, tls=bool(tls_cert))
     if tls_cert and tls_key:
         options.update(
             ssl_cert=Path(tls_cert),
