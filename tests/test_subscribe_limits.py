@@ -20,6 +20,7 @@ import pytest
 
 from conformance.conftest import STORE_KINDS
 from h2stream import H2Stream, StreamEnded
+from tidelog.server.http.thread import ServerThread
 from tidelog.server.limits import Limits
 
 websockets = pytest.importorskip("websockets")
@@ -46,6 +47,22 @@ def publish(server: Any, *values: bytes, topic: str = "jobs") -> None:
 
 def stats(server: Any, topic: str = "jobs") -> dict:
     return httpx.get(f"{server.url}/v1/queues/{topic}/stats", timeout=10).json()
+
+
+def settles(server: Any, in_flight: int, available: int) -> bool:
+    """Whether the queue group comes to hold so many (bounded wait)."""
+    deadline = time.monotonic() + WITHIN_S
+    while time.monotonic() < deadline:
+        now = stats(server)
+        if (now["in_flight"], now["available"]) == (in_flight, available):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def released(server: Any) -> bool:
+    """The one record went out, then came back (max_hold), within WITHIN_S."""
+    return settles(server, 1, 0) and settles(server, 0, 1)
 
 
 def message(line: str | bytes) -> tuple[bytes, int]:
@@ -139,6 +156,7 @@ def test_a_frozen_websocket_subscriber_loses_its_message_to_another(store_url, s
         async with websockets.connect(ws_url(server)) as ws:
             await ws.send("INIT")
             first = message(await asyncio.wait_for(ws.recv(), WITHIN_S))
+            assert await asyncio.to_thread(released, server)
             again = await asyncio.to_thread(second_consumer, server)
             told = json.loads(await asyncio.wait_for(ws.recv(), WITHIN_S))
             with pytest.raises(websockets.ConnectionClosed):
@@ -175,6 +193,7 @@ def test_a_websocket_subscriber_that_does_not_read_loses_its_message(serve):
             bytes([0x81, 0x80 | len(frame)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(frame))
         )
         # ...and never reads again.
+        assert released(server)
         got, count = second_consumer(server)
         assert (len(got), count) == (len(big), 2)
     finally:
@@ -188,6 +207,7 @@ def test_a_frozen_http2_subscriber_loses_its_message_to_another(store_url, serve
     try:
         stream.say("INIT")
         assert message(stream.line()) == (b"held", 1)
+        assert released(server)
         assert second_consumer(server) == (b"held", 2)
         assert "max_hold" in json.loads(stream.line())["error"]
         with pytest.raises(StreamEnded):
@@ -203,6 +223,7 @@ def test_an_http2_subscriber_that_does_not_read_loses_its_message(serve):
     stream = H2Stream(server, "/subscribe/jobs", timeout=WITHIN_S)
     try:
         stream.say("INIT")  # ...and never reads
+        assert released(server)
         got, count = second_consumer(server)
         assert (len(got), count) == (len(big), 2)
     finally:
@@ -232,3 +253,22 @@ def test_extend_keeps_a_message_past_max_hold(serve):
     assert (held["in_flight"], held["available"]) == (1, 0)  # still this client's
     assert "no message is out" in refused["error"]
     assert (stats(server)["in_flight"], stats(server)["available"]) == (0, 0)  # the ACK finished it
+
+
+def test_a_subscriber_waiting_already_gets_the_released_message(store_url, tmp_path):
+    # In one server process: its pump serves the waiting one in the round
+    # that applies the release. (Across `--workers`, another process's
+    # subscriber waits for a wake-up or its poll: the store says nothing of
+    # a release, see the report.)
+    with ServerThread(store_url, limits=Limits(max_hold=MAX_HOLD_S)) as server:
+        publish(server, b"held")
+
+        async def two() -> tuple[tuple[bytes, int], tuple[bytes, int]]:
+            async with websockets.connect(ws_url(server)) as frozen:
+                await frozen.send("INIT")
+                first = message(await asyncio.wait_for(frozen.recv(), WITHIN_S))
+                async with websockets.connect(ws_url(server)) as waiting:
+                    await waiting.send("INIT")  # nothing is available: it waits
+                    return first, message(await asyncio.wait_for(waiting.recv(), WITHIN_S))
+
+        assert asyncio.run(two()) == ((b"held", 1), (b"held", 2))
