@@ -144,6 +144,8 @@ def fresh(case: Case) -> Case:
     n = f"fresh-{next(_fresh)}"
     body = case.body.replace(FRESH.encode(), n.encode()) if case.body else case.body
     return Case(case.path.replace(FRESH, n), case.query.replace(FRESH, n), body)
+
+
 NUMBERS = st.one_of(
     st.sampled_from([-1, 0, 1, 2, 7, 100, 10_000, 2**31, 2**63, 10**30]),
     st.integers(),
