@@ -60,6 +60,15 @@ def settles(server: Any, in_flight: int, available: int) -> bool:
     return False
 
 
+def until(condition: Any) -> bool:
+    deadline = time.monotonic() + WITHIN_S
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def released(server: Any) -> bool:
     """The one record went out, then came back (max_hold), within WITHIN_S."""
     return settles(server, 1, 0) and settles(server, 0, 1)
@@ -196,6 +205,9 @@ def test_a_websocket_subscriber_that_does_not_read_loses_its_message(serve):
         assert released(server)
         got, count = second_consumer(server)
         assert (len(got), count) == (len(big), 2)
+        # Its connection could take no goodbye: the server shut it down.
+        aborted = 'tidelog_http_connections_closed_total{reason="aborted"}'
+        assert until(lambda: aborted in httpx.get(f"{server.url}/metrics").text)
     finally:
         raw.close()
 

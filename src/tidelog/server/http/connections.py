@@ -179,11 +179,14 @@ class Connections:
             self._thread = None
 
     def _run(self, port: sockets.PortSockets) -> None:
+        failed = 0.0
         while not self._stop.wait(self.tick):
             try:
                 self.check(port)
-            except Exception:  # noqa: BLE001 - the guard must outlive a surprise; say it once a tick at most
-                log.exception("the connection guard failed a round")
+            except Exception:  # noqa: BLE001 - the guard must outlive a surprise
+                if time.monotonic() - failed >= SAY_EVERY_S:  # said once, not 4 times a second
+                    failed = time.monotonic()
+                    log.exception("the connection guard failed a round (it goes on)")
 
     # one round -----------------------------------------------------------------------
 

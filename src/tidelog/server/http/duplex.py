@@ -98,6 +98,9 @@ class StreamChannel:
         await self._start(status)
         await self.end(line + b"\n")
 
+    def abandon(self) -> None:
+        pass  # the stream is reset when the subscriber returns; the connection may carry others
+
     async def end(self, body: bytes = b"") -> None:
         if not self._done:
             await self._start(200)

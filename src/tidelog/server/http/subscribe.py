@@ -59,6 +59,7 @@ from ..runtime.threads import LoopThreads
 from .errors import status_for
 
 if TYPE_CHECKING:
+    from .connections import Connections
     from .context import Context  # the context holds the pumps: a type here, no import
 
 log = logging.getLogger("tidelog.server")
@@ -395,14 +396,20 @@ class Channel(Protocol):
         """Answer a refused INIT and end the conversation."""
         ...
 
+    def abandon(self) -> None:
+        """The client takes nothing sent to it: drop its connection if the
+        conversation has it to itself."""
+        ...
+
 
 class SocketChannel:
     """The WebSocket: one text frame a command, one a message."""
 
     pipelined = False
 
-    def __init__(self, ws: WebSocket):
+    def __init__(self, ws: WebSocket, connections: Connections | None = None):
         self.ws = ws
+        self.connections = connections
 
     async def receive(self) -> str | None:
         frame = await self.ws.receive()
@@ -422,6 +429,13 @@ class SocketChannel:
     async def refuse(self, line: bytes, status: int) -> None:
         await self.send(line)
         await self.ws.close(1008)
+
+    def abandon(self) -> None:
+        # A WebSocket whose sends do not drain cannot be closed politely
+        # (the close frame waits behind them): the connection guard shuts
+        # the socket down.
+        if self.connections is not None:
+            self.connections.abort(self.ws.scope.get("client"))
 
 
 class Subscriber:
@@ -597,7 +611,9 @@ class Subscriber:
         )
         try:
             await asyncio.wait_for(self.channel.refuse(line, 408), GOODBYE_S)
-        except Exception:  # noqa: BLE001 - it does not drain, or it is gone: nothing more to say
+        except TimeoutError:  # its socket does not drain
+            self.channel.abandon()
+        except Exception:  # noqa: BLE001 - it is gone: nothing more to say
             pass
 
     async def _serve(self, pump: Pump) -> None:
@@ -745,7 +761,7 @@ async def subscribe(ws: WebSocket) -> None:
     ctx: Context = ws.app.state.ctx
     await ws.accept()
     try:
-        await Subscriber(SocketChannel(ws), ctx).run(ws.path_params["topic"], ws.query_params.get("group"))
+        await Subscriber(SocketChannel(ws, ctx.connections), ctx).run(ws.path_params["topic"], ws.query_params.get("group"))
     except (Gone, HeldTooLong, ConnectionAbortedError):
         pass
 
