@@ -761,7 +761,9 @@ async def subscribe(ws: WebSocket) -> None:
     ctx: Context = ws.app.state.ctx
     await ws.accept()
     try:
-        await Subscriber(SocketChannel(ws, ctx.connections), ctx).run(ws.path_params["topic"], ws.query_params.get("group"))
+        await Subscriber(SocketChannel(ws, ctx.connections), ctx).run(
+            ws.path_params["topic"], ws.query_params.get("group")
+        )
     except (Gone, HeldTooLong, ConnectionAbortedError):
         pass
 
