@@ -23,7 +23,7 @@ lint: $(STAMP)
 # The fronts' tests again against `tidelog serve --workers 2` (tests/workers_server.py).
 FRONT_TESTS := tests/test_http_api.py tests/test_http_groups.py tests/test_http_limits.py \
 	tests/test_http_queues.py tests/test_http_transport.py tests/test_http_v1.py \
-	tests/test_miniqueue.py tests/test_auto_create.py
+	tests/test_miniqueue.py tests/test_auto_create.py tests/test_subscribe_limits.py tests/test_http_exposed.py
 
 test: lint
 	$(PY) -m pytest -q

@@ -421,6 +421,11 @@ def publish_rows(servers: Servers, args: argparse.Namespace, body: str) -> None:
     binary = os.environ.get("MINIQUEUE_BIN")
     tls_proc, tls_port, _ = servers.tidelog(tls=True)
     plain_proc, plain_port, _ = servers.tidelog(tls=False)
+    before: dict[bool, tuple[subprocess.Popen, int]] = {}  # tls -> the --before tree's server
+    if args.before:
+        for tls in (True, False):
+            proc, port, _ = servers.tidelog(tls=tls, src=args.before)
+            before[tls] = (proc, port)
     if binary:
         peer_proc, peer_port = servers.miniqueue(binary)
         peer_name = "miniqueue"
@@ -444,18 +449,24 @@ def publish_rows(servers: Servers, args: argparse.Namespace, body: str) -> None:
                 peer_url = f"http://127.0.0.1:{ceil_port}{path}"
                 peer_pid, peer_h1 = ceil_plain.pid, h1
             print(f"  publish -c{connections}, tidelog on {label}", flush=True)
-            best = alternate(
-                args.rounds,
-                {
-                    peer_name: lambda u=peer_url, p=peer_pid, h=peer_h1, c=connections: h2load(
-                        u, p, c, args.seconds, body, h
-                    ),
-                    "tidelog": lambda u=url, p=proc.pid, h=h1, c=connections: h2load(
-                        u, p, c, args.seconds, body, h
-                    ),
-                },
-            )
+            sides = {
+                peer_name: lambda u=peer_url, p=peer_pid, h=peer_h1, c=connections: h2load(
+                    u, p, c, args.seconds, body, h
+                ),
+                "tidelog": lambda u=url, p=proc.pid, h=h1, c=connections: h2load(
+                    u, p, c, args.seconds, body, h
+                ),
+            }
+            if before:
+                b_proc, b_port = before[label == "HTTP/2 + TLS"]
+                b_url = url.replace(f":{tls_port}/", f":{b_port}/").replace(f":{plain_port}/", f":{b_port}/")
+                sides["before"] = lambda u=b_url, p=b_proc.pid, h=h1, c=connections: h2load(
+                    u, p, c, args.seconds, body, h
+                )
+            best = alternate(args.rounds, sides)
             row(f"publish, h2load -c{connections}, tidelog {label}", peer_name, best)
+            if before:
+                row(f"publish, h2load -c{connections}, {label}: --before vs this tree", "before", best)
 
 
 def xadd_rows(servers: Servers, args: argparse.Namespace) -> None:
@@ -576,7 +587,9 @@ def main() -> int:
     )
     ap.add_argument("--records", type=int, default=5000, help="records a consume round")
     ap.add_argument(
-        "--before", metavar="SRC", help="also tidelog importing from SRC (consume and xreadgroup rows)"
+        "--before",
+        metavar="SRC",
+        help="also tidelog importing from SRC (publish, consume and xreadgroup rows)",
     )
     ap.add_argument("--connections", type=int, nargs="+", default=[12, 64], help="h2load connections")
     ap.add_argument(

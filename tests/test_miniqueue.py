@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import socket
 import ssl
 import threading
 import time
@@ -26,10 +25,8 @@ import httpx
 import pytest
 
 from conformance.conftest import STORE_KINDS
+from h2stream import H2Stream
 
-h2_connection = pytest.importorskip("h2.connection")
-h2_config = pytest.importorskip("h2.config")
-h2_events = pytest.importorskip("h2.events")
 websockets = pytest.importorskip("websockets")
 
 # miniqueue's order: publish three, INIT, NACK, BACK, ACK, DACK 1, ACK.
@@ -176,49 +173,6 @@ def test_http2_stream_refuses_a_missing_topic_and_creates_nothing(serve):
 
 
 # --- the same stream, one command after each answer (the h2 library) -------------------------
-
-
-class H2Stream:
-    """One HTTP/2 POST whose body and response interleave, over h2c or TLS."""
-
-    def __init__(self, server: Any, path: str, context: ssl.SSLContext | None = None):
-        raw = socket.create_connection((server.host, server.port), timeout=10)
-        if context is not None:
-            context.set_alpn_protocols(["h2"])
-            raw = context.wrap_socket(raw, server_hostname="127.0.0.1")
-            assert raw.selected_alpn_protocol() == "h2"
-        self.sock = raw
-        self.conn = h2_connection.H2Connection(h2_config.H2Configuration(client_side=True))
-        self.conn.initiate_connection()
-        self.stream_id = self.conn.get_next_available_stream_id()
-        scheme = "https" if context is not None else "http"
-        headers = [(":method", "POST"), (":path", path), (":scheme", scheme), (":authority", "127.0.0.1")]
-        self.conn.send_headers(self.stream_id, headers + [("content-type", "application/json")])
-        self.sock.sendall(self.conn.data_to_send())
-        self.status: int | None = None
-        self.buffer = b""
-
-    def say(self, command: str) -> None:
-        self.conn.send_data(self.stream_id, json.dumps(command).encode() + b"\n")
-        self.sock.sendall(self.conn.data_to_send())
-
-    def line(self) -> bytes:
-        while b"\n" not in self.buffer:
-            data = self.sock.recv(65536)
-            if not data:
-                raise ConnectionError("closed")
-            for event in self.conn.receive_data(data):
-                if isinstance(event, h2_events.ResponseReceived):
-                    self.status = int(dict(event.headers)[b":status"])
-                elif isinstance(event, h2_events.DataReceived):
-                    self.buffer += event.data
-                    self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-            self.sock.sendall(self.conn.data_to_send())
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return line
-
-    def close(self) -> None:
-        self.sock.close()  # a disconnect, as a killed worker's
 
 
 @pytest.mark.parametrize("transport", ["h2c", "tls"])

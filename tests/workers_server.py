@@ -32,6 +32,15 @@ FLAGS: dict[str, str | None] = {
     "default_partitions": "--default-partitions",
     "max_body": "--max-body",
     "auto_create": None,  # --auto-create / --no-auto-create
+    "limits": None,  # a Limits: one flag a field
+}
+# Limits' fields as serve's flags.
+LIMIT_FLAGS = {
+    "max_connections": "--max-connections",
+    "idle_timeout": "--idle-timeout",
+    "handshake_timeout": "--handshake-timeout",
+    "max_hold": "--max-hold",
+    "max_request": "--max-request",
 }
 
 
@@ -127,6 +136,9 @@ class WorkersServer:
         for name, value in options.items():
             if name == "auto_create":
                 argv.append("--auto-create" if value else "--no-auto-create")
+            elif name == "limits":
+                for field, flag in LIMIT_FLAGS.items():
+                    argv += [flag, str(getattr(value, field))]
             else:
                 argv += [FLAGS[name], str(value)]
         self._proc, self.workers, self._errors = start(argv, count, [self.port])

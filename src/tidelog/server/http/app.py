@@ -13,6 +13,7 @@ from ...log import Log
 from ..limits import Limits
 from . import compat, console, duplex, members, operate, ops, queues, retention, stream, subscribe, v1
 from .auth import BearerAuth, console_page
+from .connections import ConnectionTracking
 from .context import DEFAULT_CLEAN_INTERVAL_S, DEFAULT_MAX_BODY, MAX_WAIT_S, Context, Settings
 from .errors import HANDLERS
 from .home import HomeForward, member_route
@@ -113,6 +114,8 @@ def create_app(
         middleware.insert(0, Middleware(HotPublish, ctx=ctx, token=token))
     if member_home:  # before auth: the home holds the console's sessions, and checks them
         middleware.append(Middleware(HomeForward, socket_path=member_home, forwards=console_page))
+    # Outermost: every request counts as its connection's activity (connections.py).
+    middleware.insert(0, Middleware(ConnectionTracking, connections=ctx.connections))
     if token:
         middleware.append(Middleware(BearerAuth, token=token, sessions=sessions))
     if member_home:  # last: only an authenticated request is forwarded

@@ -17,6 +17,7 @@ from ...retention import DEFAULT_TXN_WINDOW_MS, Cleaner
 from ..limits import Limits
 from ..runtime.hub import AppendHub
 from ..runtime.writer import GroupCommitWriter
+from .connections import Connections
 from .members import Members
 from .metrics import Metrics
 from .subscribe import Pumps
@@ -51,6 +52,7 @@ class Context:
         self.settings = settings
         self.owns_log = owns_log
         self.metrics = Metrics(log)
+        self.connections = Connections(settings.limits, self.metrics.registry)
         self.hub = AppendHub(log)
         self.writer = GroupCommitWriter(log, self.metrics.written)
         # Store reads block: they run here, each thread with its own SQLite
@@ -68,6 +70,7 @@ class Context:
         self._queue_log = log.view(auto_create=True)
 
     async def start(self) -> None:
+        self.connections.start()
         self.hub.start()
         self.writer.start()
         if self.settings.clean_interval > 0:
@@ -76,6 +79,7 @@ class Context:
             ).start()
 
     async def stop(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.connections.stop)
         self.hub.stop()
         await self.pumps.stop()
         if self.cleaner is not None:

@@ -29,7 +29,7 @@ from starlette.datastructures import QueryParams
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
-from .subscribe import Gone, Subscriber
+from .subscribe import Gone, HeldTooLong, Subscriber
 
 if TYPE_CHECKING:
     from .context import Context
@@ -98,6 +98,9 @@ class StreamChannel:
         await self._start(status)
         await self.end(line + b"\n")
 
+    def abandon(self) -> None:
+        pass  # the stream is reset when the subscriber returns; the connection may carry others
+
     async def end(self, body: bytes = b"") -> None:
         if not self._done:
             await self._start(200)
@@ -115,7 +118,7 @@ class DuplexSubscribe:
         group = QueryParams(scope.get("query_string", b"")).get("group")
         try:
             await Subscriber(channel, ctx).run(topic, group)
-        except (Gone, ConnectionAbortedError):
+        except (Gone, HeldTooLong, ConnectionAbortedError):
             pass
         try:
             await channel.end()

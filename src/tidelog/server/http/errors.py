@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from ...errors import (
@@ -29,6 +29,8 @@ from ...errors import (
 )
 
 log = logging.getLogger("tidelog.server")
+
+CLIENT_CLOSED = 499  # nginx's status for a request whose client went away before the answer
 
 
 class Unauthorized(TidelogError):
@@ -126,6 +128,15 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
     return Response(error_body(code, message), exc.status_code, exc.headers, "application/json")
 
 
+async def on_client_gone(request: Request, exc: Exception) -> Response:
+    # A client that hangs up mid-body is no server error: one debug line and
+    # a count, not a traceback and not a 500 in the request series. Nobody
+    # reads the answer; its status (nginx's 499) is for the metrics.
+    log.debug("client went away during %s %s", request.method, request.url.path)
+    request.app.state.ctx.metrics.disconnects.inc()
+    return Response(b"", CLIENT_CLOSED)
+
+
 async def on_unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unexpected error on %s %s", request.method, request.url.path)
     return Response(
@@ -133,4 +144,9 @@ async def on_unexpected(request: Request, exc: Exception) -> Response:
     )
 
 
-HANDLERS = {TidelogError: on_tidelog_error, HTTPException: on_http_error, Exception: on_unexpected}
+HANDLERS = {
+    TidelogError: on_tidelog_error,
+    HTTPException: on_http_error,
+    ClientDisconnect: on_client_gone,
+    Exception: on_unexpected,
+}

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry, Counter, Histogram, multiprocess
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from starlette.routing import Mount
 
 from ...errors import UnknownTopic
 from ...log import Log
@@ -23,6 +24,37 @@ from ...queues import queue_stats
 from ...records import BatchSent
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+# Every label value of the request series comes from a closed set: what a
+# client sends before it authenticates (a made-up method, a random path)
+# must not make a series of its own. 20,000 made-up methods once made
+# 20,001 series, +110 MB a process and a 40 MB scrape (issue 27).
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE"})
+OTHER_METHOD = "other"
+UNMATCHED = "unmatched"
+
+
+def method_label(method: str) -> str:
+    """The method as a label: a standard one as it is, anything else "other"."""
+    return method if method in METHODS else OTHER_METHOD
+
+
+def route_label(scope) -> str:
+    """The route template the request matched (with its mount's prefix), else "unmatched"."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    if not path:
+        return UNMATCHED
+    # A route inside a Mount (the console) has its template relative to the
+    # mount, whose prefix is in root_path by then; a Mount that matched last
+    # (static files, or no route inside it) is that prefix itself.
+    root = scope.get("root_path", "")
+    return root if isinstance(route, Mount) else root + path
+
+
+def status_label(status: int) -> str:
+    """The status as a label: one the app answered (100-599), else its class."""
+    return str(status) if 100 <= status <= 599 else "other"
 
 
 class GroupLagCollector(Collector):
@@ -152,6 +184,11 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.disconnects = Counter(
+            "tidelog_http_client_disconnects",
+            "HTTP requests whose client went away before the answer",
+            registry=r,
+        )
         self.commits = Counter("tidelog_group_commits", "Transactions of the group-commit writer", registry=r)
         qg = ["topic", "group"]
         self.deliveries = Counter(
@@ -187,7 +224,8 @@ class Metrics:
 
 
 class MetricsMiddleware:
-    """Counts requests and times them, labelled by route template (not raw path)."""
+    """Counts requests and times them, labelled by method, route template
+    and status, each from a closed set (`method_label`, `route_label`)."""
 
     def __init__(self, app, metrics: Metrics):
         self.app = app
@@ -209,8 +247,6 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, send_status)
         finally:
-            route = scope.get("route")
-            path = getattr(route, "path", None) or "unmatched"
-            method = scope["method"]
-            self.metrics.requests.labels(method, path, str(status)).inc()
-            self.metrics.latency.labels(method, path).observe(time.perf_counter() - start)
+            method, route = method_label(scope["method"]), route_label(scope)
+            self.metrics.requests.labels(method, route, status_label(status)).inc()
+            self.metrics.latency.labels(method, route).observe(time.perf_counter() - start)

@@ -23,6 +23,7 @@ from ... import __version__
 from ...errors import ConfigurationError
 from ...log import Log
 from .. import rundir
+from ..limits import Limits
 from ..listeners import BACKLOG, bind_all, bind_unix, server_ports
 from .app import create_app
 from .context import DEFAULT_CLEAN_INTERVAL_S, DEFAULT_MAX_BODY
@@ -34,6 +35,7 @@ from .workers import Restarts, run_workers, supports_workers
 # almost none of them in cycles; at 700 the collector ran every few requests
 # and took 11% of the publish path's GIL time (issue 15's profile).
 GC_GEN0_THRESHOLD = 50_000
+NEVER_S = 86_400.0  # hyper wants some header read timeout: idle_timeout 0 ("never") is a day
 
 
 def tune_gc() -> None:
@@ -100,8 +102,11 @@ def build_server(
 ) -> Any:
     """granian's embedded server for `app`: on `sock`, a listening socket
     bound beforehand (listeners.py), else on host:port as granian binds it
-    (with SO_REUSEPORT on Linux: for the in-process ServerThread and benches)."""
+    (with SO_REUSEPORT on Linux: for the in-process ServerThread and benches);
+    with what granian itself can hold of the app's Limits. The app's
+    connection guard holds the rest (connections.py), once told the port here."""
     from granian.constants import HTTPModes, Interfaces, SSLProtocols
+    from granian.http import HTTP1Settings
     from granian.server.embed import Server
 
     granian_log = logging.getLogger("_granian")
@@ -123,6 +128,22 @@ def build_server(
         "log_level": kw.pop("log_level", "warning"),
         "backlog": BACKLOG,
     }
+    ctx = getattr(getattr(app, "state", None), "ctx", None)
+    if ctx is not None:
+        limits: Limits = ctx.settings.limits
+        # granian's cap on the connections it serves at once (one process):
+        # past it, connections wait in the backlog, where the guard finds
+        # them and makes room or refuses them.
+        options["backpressure"] = limits.max_connections
+        # hyper's header read timeout covers a request head and, on HTTP/1.1,
+        # the wait for the next one on a kept-alive connection: that wait is
+        # idle_timeout (the guard bounds the first request by handshake_timeout).
+        options["http1_settings"] = HTTP1Settings(
+            header_read_timeout=int((limits.idle_timeout or NEVER_S) * 1000)
+        )
+        unix = sock is not None and sock.family == getattr(socket, "AF_UNIX", None)
+        if not unix and "uds" not in kw:  # the member home's Unix socket is the server's own
+            ctx.connections.serve_on(port, tls=bool(tls_cert))
     if tls_cert and tls_key:
         options.update(
             ssl_cert=Path(tls_cert),

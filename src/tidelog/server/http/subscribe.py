@@ -6,14 +6,19 @@
     server: {"msg": "<base64 value>", "dackCount": 0, "partition": 0, "offset": 7, "deliveryCount": 1}
     client: ACK | NACK | BACK | DACK <seconds>
     server: the next message, when there is one
+    client: EXTEND                         (keep the message: no answer, unless its lease was lost)
 
 A command is the bare word or, as miniqueue's clients send it, a JSON string
 (`"INIT"`, `"DACK 5"`, quotes included). ACK finishes the record; NACK makes
 it available again at the front, BACK behind the records waiting now, DACK
 after a delay (`dackCount` counts the DACKs this server saw for the record).
-While the client holds a message its lease is extended; a client that
-disconnects releases it to the front. Errors come as `{"error": "..."}`; a
-malformed command changes nothing and the message stays with the client.
+While the client holds a message its lease is extended, for at most the
+server's `max_hold` (Limits) after the message or the client's last EXTEND:
+a client that says nothing for that long (frozen, or not reading its
+socket) loses the message to another consumer, is told so if its socket
+still drains, and is disconnected. A client that disconnects releases its
+message to the front. Errors come as `{"error": "..."}`; a malformed
+command changes nothing and the message stays with the client.
 
 The socket and the HTTP stream differ in one way, each as its clients
 expect: on the socket a command said while no message is out is answered
@@ -54,6 +59,7 @@ from ..runtime.threads import LoopThreads
 from .errors import status_for
 
 if TYPE_CHECKING:
+    from .connections import Connections
     from .context import Context  # the context holds the pumps: a type here, no import
 
 log = logging.getLogger("tidelog.server")
@@ -61,9 +67,13 @@ log = logging.getLogger("tidelog.server")
 VISIBILITY_S = 30.0  # the lease on a pushed message, extended while the client holds it
 EXTEND_EVERY_S = VISIBILITY_S / 3
 MAX_DACK_COUNTS = 100_000
-ANSWER = "answer the message with ACK, NACK, BACK or DACK <seconds>"
+ANSWER = "answer the message with ACK, NACK, BACK or DACK <seconds> (EXTEND keeps it)"
+# How long a subscriber that held a message too long is given to take the
+# news; a socket that does not drain is not waited for longer.
+GOODBYE_S = 1.0
 
-# A settle: (command, delivery, seconds for DACK). EXTEND is the server's own.
+# A settle: (command, delivery, seconds for DACK). EXTEND is the client's
+# (keep holding) and the server's (the lease of a held message, every EXTEND_EVERY_S).
 Settle = tuple[str, Delivery, float | None]
 # The client's words as `Queue.settle_many`'s commands.
 # RETURN is the server's too: a record leased ahead that the client never saw.
@@ -345,6 +355,10 @@ class Gone(Exception):
     """The client disconnected."""
 
 
+class HeldTooLong(Exception):
+    """The client held a message for max_hold without a word: it lost it."""
+
+
 def command_text(raw: str) -> str:
     """A command as the bare word, also when sent as a JSON string (miniqueue's form)."""
     text = raw.strip()
@@ -382,14 +396,20 @@ class Channel(Protocol):
         """Answer a refused INIT and end the conversation."""
         ...
 
+    def abandon(self) -> None:
+        """The client takes nothing sent to it: drop its connection if the
+        conversation has it to itself."""
+        ...
+
 
 class SocketChannel:
     """The WebSocket: one text frame a command, one a message."""
 
     pipelined = False
 
-    def __init__(self, ws: WebSocket):
+    def __init__(self, ws: WebSocket, connections: Connections | None = None):
         self.ws = ws
+        self.connections = connections
 
     async def receive(self) -> str | None:
         frame = await self.ws.receive()
@@ -409,6 +429,13 @@ class SocketChannel:
     async def refuse(self, line: bytes, status: int) -> None:
         await self.send(line)
         await self.ws.close(1008)
+
+    def abandon(self) -> None:
+        # A WebSocket whose sends do not drain cannot be closed politely
+        # (the close frame waits behind them): the connection guard shuts
+        # the socket down.
+        if self.connections is not None:
+            self.connections.abort(self.ws.scope.get("client"))
 
 
 class Subscriber:
@@ -432,14 +459,23 @@ class Subscriber:
         self._waiter: asyncio.Future | None = None
         self._wants_command = False  # the main loop waits for a command, not a delivery
         self.owed: deque[asyncio.Future] = deque()  # answers sent to the pump, not yet told
+        self.max_hold = ctx.settings.limits.max_hold
+        self._hold: asyncio.TimerHandle | None = None  # runs while the client holds a message
+        self._serving: asyncio.Task | None = None  # the main loop's task, while it serves messages
+        self.held_too_long = False
 
     def _wake(self, exc: BaseException | None = None) -> None:
+        """End the main loop's wait: with `exc` (a disconnect) whatever it
+        waits for; without, only a wait for a command. A wait for a delivery
+        is the pump's future: a command said meanwhile (sent ahead on the
+        stream) waits in the inbox for the message it answers."""
         w = self._waiter
-        if w is not None and not w.done():
-            if exc is None:
-                w.set_result(None)
-            else:
-                w.set_exception(exc)
+        if w is None or w.done():
+            return
+        if exc is not None:
+            w.set_exception(exc)
+        elif self._wants_command:
+            w.set_result(None)
 
     async def _read(self) -> None:
         try:
@@ -509,12 +545,76 @@ class Subscriber:
                 await self.channel.refuse(orjson.dumps({"error": str(e)}), status_for(e))
                 return
             await self.channel.accepted()
+            self._serving = task = asyncio.current_task()
             try:
                 await self._serve(pump)
+            except asyncio.CancelledError:
+                if not self.held_too_long or task is None:
+                    raise
+                # Our own cancel (`_held_too_long`): the message is released.
+                task.uncancel()
+                self._serving = None
+                await self._goodbye()
+                raise HeldTooLong from None
             finally:
+                self._serving = None
+                self._stop_hold()
                 self.ctx.pumps.give_back(pump)
         finally:
             reader.cancel()
+
+    # the hold ----------------------------------------------------------------------
+
+    def _start_hold(self, pump: Pump) -> None:
+        """The client holds a message from now: max_hold without a word loses it."""
+        self._stop_hold()
+        loop = asyncio.get_running_loop()
+        self._hold = loop.call_later(self.max_hold, self._held_too_long, pump)
+
+    def _stop_hold(self) -> None:
+        if self._hold is not None:
+            self._hold.cancel()
+            self._hold = None
+
+    def _held_too_long(self, pump: Pump) -> None:
+        """max_hold passed with no word from the client: release its message
+        (and the one leased ahead) now, then end the main loop wherever it
+        waits -- for a command, or for a send into a socket that does not
+        drain -- by cancelling it. A timer, not a check in the loop: the loop
+        may be stuck in that send."""
+        self._hold = None
+        if self._serving is None:
+            return
+        me = id(self)
+        self.held_too_long = True
+        d = pump.held.pop(me, None)
+        if d is not None:
+            pump.release(d)
+            log.info(
+                "a subscriber of %s/%s held %s:%s for %gs without a word (max_hold): released",
+                pump.queue.topic,
+                pump.queue.group,
+                d.partition,
+                d.offset,
+                self.max_hold,
+            )
+        pump.unlease_ahead(pump.ahead.pop(me, None))
+        self._serving.cancel()
+
+    async def _goodbye(self) -> None:
+        """Tell a client that lost its message why, if its socket takes it soon."""
+        line = orjson.dumps(
+            {
+                "error": f"the message was held {self.max_hold:g}s without ACK, NACK, BACK, DACK"
+                " or EXTEND (the server's max_hold): it went back to the queue; reconnect to go on"
+            }
+        )
+        try:
+            await asyncio.wait_for(self.channel.refuse(line, 408), GOODBYE_S)
+        except TimeoutError:  # its socket does not drain
+            self.channel.abandon()
+        except Exception:  # noqa: BLE001 - it is gone: nothing more to say
+            pass
 
     async def _serve(self, pump: Pump) -> None:
         me = id(self)
@@ -524,6 +624,7 @@ class Subscriber:
             while True:
                 d = await self._next(pump, ahead, answer)
                 pump.held[me] = d
+                self._start_hold(pump)
                 # Lease the one after now, in the round that applies this
                 # one's answer at the latest: an ACK is answered without
                 # waiting for its commit.
@@ -554,7 +655,8 @@ class Subscriber:
                     answer = pump.settle(settle)
                 pump.held.pop(me, None)
         finally:
-            pump.unlease_ahead(pump.ahead.pop(me, ahead))
+            if not self.held_too_long:  # else that ahead is given back already
+                pump.unlease_ahead(pump.ahead.pop(me, ahead))
 
     async def _next(self, pump: Pump, wanted: asyncio.Future, answer: asyncio.Future | None) -> Delivery:
         """The next delivery; how the last answer went is told before it, or
@@ -592,11 +694,17 @@ class Subscriber:
                 await self.error(str(result))
 
     async def _answer(self, pump: Pump, d: Delivery) -> Settle:
-        """Wait for ACK, NACK, BACK or DACK <s>; returns it as a settle."""
+        """Wait for ACK, NACK, BACK or DACK <s>; returns it as a settle.
+        EXTEND (the client's) and a silence of EXTEND_EVERY_S (the server's)
+        extend the lease; only the client's restarts the max_hold clock."""
         try:
             while True:
                 text = await self.command(timeout=EXTEND_EVERY_S)
-                if text is None:  # the client still holds it: keep the lease alive
+                extend = text is None  # the client still holds it: keep the lease alive
+                if text is not None and text.strip().upper() == "EXTEND":
+                    self._start_hold(pump)
+                    extend = True
+                if extend:
                     extended = await pump.settle(("EXTEND", d, None))
                     if isinstance(extended, LeaseLost):
                         await self.error(str(extended))
@@ -604,11 +712,15 @@ class Subscriber:
                         d = pump.held[id(self)] = extended
                     await self._extend_ahead(pump)
                     continue
+                assert text is not None
                 await self._tell()
                 try:
-                    return self._parse(text, d)
+                    settle = self._parse(text, d)
                 except InvalidRequest as e:
                     await self.error(str(e))
+                    continue
+                self._stop_hold()
+                return settle
         except Gone:
             pump.held.pop(id(self), None)
             pump.release(d)
@@ -649,8 +761,10 @@ async def subscribe(ws: WebSocket) -> None:
     ctx: Context = ws.app.state.ctx
     await ws.accept()
     try:
-        await Subscriber(SocketChannel(ws), ctx).run(ws.path_params["topic"], ws.query_params.get("group"))
-    except (Gone, ConnectionAbortedError):
+        await Subscriber(SocketChannel(ws, ctx.connections), ctx).run(
+            ws.path_params["topic"], ws.query_params.get("group")
+        )
+    except (Gone, HeldTooLong, ConnectionAbortedError):
         pass
 
 
