@@ -112,7 +112,7 @@ async def pull(request: Request) -> Response:
     await one_partition(ctx, topic)
 
     def read() -> tuple[int, list[Message]]:
-        committed = ctx.consumer(group).committed(topic, 0)
+        committed = ctx.consumer(group, register=False).committed(topic, 0)  # a read registers nothing
         return committed, ctx.log.read(topic, 0, committed, batch)
 
     committed, msgs = await along_poll(
@@ -136,8 +136,9 @@ async def ack(request: Request) -> Response:
     await one_partition(ctx, topic)
 
     def commit():
-        consumer = ctx.consumer(group)
+        consumer = ctx.consumer(group, register=False)
         consumer.commit(topic, 0, last)
+        ctx.consumer(group)  # registered once the commit went through
         return consumer.committed(topic, 0)
 
     committed = await ctx.run(commit)
