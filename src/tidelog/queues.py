@@ -516,7 +516,12 @@ class Queue:
         return d
 
     def ack(self, d: Delivery) -> None:
-        """Done: never delivered to this group again. Acking twice is a no-op."""
+        """Done: never delivered to this group again.
+
+        Acking twice with the same delivery is a no-op (a retried ack is
+        safe). A delivery whose lease expired and whose record was delivered
+        again is LeaseLost, also once that later delivery was acked or
+        dead-lettered: an earlier receipt never settles a record."""
         self._check(d)
         self.log.store.queue_ack(self.group, self.topic, d.partition, d.offset, d.receipt)
 
@@ -662,7 +667,8 @@ class Queue:
 
     def ack_many(self, deliveries: Sequence[Delivery]) -> list[LeaseLost | None]:
         """Ack many deliveries in one store transaction: None for each acked
-        (or done already), the LeaseLost in place of each that was not."""
+        (or done already with this receipt), the LeaseLost in place of each
+        that was not (as `ack`)."""
         return self.settle_many([("ack", d, None) for d in self._many(deliveries)])
 
     def nack_many(

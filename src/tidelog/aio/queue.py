@@ -205,7 +205,7 @@ class AsyncQueue(Twin):
     # settling ------------------------------------------------------------------
 
     async def ack(self, d: Delivery) -> None:
-        """Done: never delivered to this group again. Acking twice is a no-op."""
+        """Done: never delivered to this group again; an earlier delivery's receipt is LeaseLost (see `Queue.ack`)."""
         queue = await self._queue.get()
         await self._runtime.call(queue.ack, d)
 
