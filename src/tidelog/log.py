@@ -783,7 +783,7 @@ class Consumer:
         re-read or to skip without rewinding the group.
         """
         self._check(topic, partition)
-        check_int("offset", offset, 0, MAX_OFFSET)
+        check_int("offset", offset, 0)  # past the end: OffsetOutOfRange below
         parts = {p.partition: p for p in self.log.describe(topic).partitions}
         if partition not in parts:
             raise UnknownPartition(
@@ -818,7 +818,9 @@ class Consumer:
         self._check(topic, partition)  # type: ignore[arg-type]
         if offset is None:
             raise InvalidRequest("commit(topic, partition, offset) needs an offset")
-        check_int("offset", offset, 0, MAX_OFFSET)
+        # No upper bound here: past the end (2^63 too) the store answers
+        # OffsetOutOfRange with the partition's bounds, the more useful error.
+        check_int("offset", offset, 0)
         self.log.store.commit(self.group, topic, partition, offset)  # type: ignore[arg-type]
 
     def committed(self, topic: str, partition: int) -> int:
@@ -829,7 +831,7 @@ class Consumer:
     def seek(self, topic: str, partition: int, offset: int) -> None:
         """Set the committed offset, backwards too: the next fetch starts at offset + 1."""
         self._check(topic, partition)
-        check_int("offset", offset, 0, MAX_OFFSET)
+        check_int("offset", offset, 0)  # past the end: OffsetOutOfRange, as commit
         self.log.store.seek(self.group, topic, partition, offset)
         self._position[(topic, partition)] = offset
 

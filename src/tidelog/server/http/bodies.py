@@ -80,14 +80,17 @@ def field(
     return value
 
 
-def int_field(body: dict[str, Any], name: str, minimum: int = 0, maximum: int = MAX_OFFSET, **kw: Any) -> Any:
-    """body[name], an integer from `minimum` to `maximum` (64 bits at most: every integer is bounded)."""
+def int_field(
+    body: dict[str, Any], name: str, minimum: int = 0, maximum: int | None = MAX_OFFSET, **kw: Any
+) -> Any:
+    """body[name], an integer from `minimum` to `maximum` (64 bits unless told: every
+    integer is bounded). `maximum=None` leaves the top to the core, which knows a
+    better word for it: an offset past a partition's end is OffsetOutOfRange."""
     value = field(body, name, int, **kw)
-    if isinstance(value, int) and not minimum <= value <= maximum:
+    if isinstance(value, int) and (value < minimum or (maximum is not None and value > maximum)):
         shown = str(value) if abs(value) < 1 << 64 else f"{str(value)[:20]}..."
-        raise InvalidRequest(
-            f"field {kw.get('where', '') + name!r} must be between {minimum} and {maximum}, got {shown}"
-        )
+        bound = f">= {minimum}" if maximum is None else f"between {minimum} and {maximum}"
+        raise InvalidRequest(f"field {kw.get('where', '') + name!r} must be {bound}, got {shown}")
     return value
 
 

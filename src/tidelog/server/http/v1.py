@@ -392,7 +392,7 @@ async def _offset_body(request: Request) -> tuple[str, int, int]:
     body = await json_object(request, ctx.settings.max_body)
     no_unknown(body, {"topic", "partition", "offset"})
     topic = check_name("topic", field(body, "topic", str))
-    return topic, int_field(body, "partition", 0), int_field(body, "offset", 0)
+    return topic, int_field(body, "partition", 0), int_field(body, "offset", 0, None)
 
 
 async def commit(request: Request) -> Response:
@@ -405,7 +405,8 @@ async def commit(request: Request) -> Response:
         return json_response(await member_commit(ctx, group, body))
     no_unknown(body, {"topic", "partition", "offset"})
     topic = check_name("topic", field(body, "topic", str))
-    partition, offset = int_field(body, "partition", 0), int_field(body, "offset", 0)
+    # An offset past the end, however large, is OffsetOutOfRange with the partition's bounds.
+    partition, offset = int_field(body, "partition", 0), int_field(body, "offset", 0, None)
 
     def do():
         consumer = ctx.consumer(group, register=False)
