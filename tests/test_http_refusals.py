@@ -197,6 +197,11 @@ def cases(receipt: str, stale: str) -> Iterator[Case]:
     yield Case("POST", "/api/topics/missing/ack", None, {"group": "fresh", "lastAckedId": 1})
     yield from _query_ints("POST", "/publish/t", ["partition"], body=b"x")
     yield from _query_ints("POST", "/publish/nt", ["partition"], body=b"x")
+    # undecodable text in a path is a bad name, never a topic named U+FFFD
+    for path in ["/v1/topics/%ff/partitions/0/records", "/v1/queues/%ff/stats", "/console/topics/%ff"]:
+        yield Case("GET", path)
+    yield Case("POST", "/publish/%ff", None, b"x")
+    yield Case("POST", "/v1/queues/%e2%82/messages", None, {"records": [{"value": 1}]})
     yield Case("POST", "/publish/t?key=%ff", None, b"x")
     yield Case("POST", "/publish/nt?key=a%e2%82", None, b"x")
     # the console (pages answer HTML, their twins JSON)
