@@ -36,10 +36,12 @@ def served(request, tmp_path) -> Iterator[tuple[str, httpx.Client, Clock]]:
     clock = Clock()
 
     def run(url: str) -> Iterator[tuple[str, httpx.Client, Clock]]:
-        with ServerThread(url, clock=clock, clean_interval=0, console_interval=0) as server:
-            with httpx.Client(base_url=server.url, timeout=10) as client:
-                assert client.post("/v1/topics", json={"name": "jobs"}).status_code == 201
-                yield url, client, clock
+        with (
+            ServerThread(url, clock=clock, clean_interval=0, console_interval=0) as server,
+            httpx.Client(base_url=server.url, timeout=10) as client,
+        ):
+            assert client.post("/v1/topics", json={"name": "jobs"}).status_code == 201
+            yield url, client, clock
 
     if request.param == "sqlite":
         yield from run(str(tmp_path / "edge.db"))
