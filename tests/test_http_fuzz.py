@@ -5,12 +5,10 @@ bytes, text), against a real server on each store.
 
 - Never a 5xx and never a traceback (or any error) in the server's log.
 - A refused request (4xx) changes nothing: the whole store is dumped before
-  and after it (tests/dumps.py). The routes that still write on refusal are
-  marked xfail(strict=True) as finding 11 (fixed on its own branch): when
-  that lands, these tests pass and the marks must go.
+  and after it (tests/dumps.py).
 
 Examples are few a route (bounded; `derandomize` makes a run repeat the
-last, so the strict marks are stable). Long-polls are held to a short cap
+last). Long-polls are held to a short cap
 on these servers; the SSE stream is opened and closed.
 """
 
@@ -113,20 +111,6 @@ def _routes() -> list[Route]:
 
 
 ROUTES = _routes()
-
-# Routes that write when they refuse a request (finding 11, fixed on another
-# branch): their refusal test is expected to fail until that lands.
-# Seen: the queue routes open (store) their queue group before they check
-# the body; a commit registers its group before it finds the topic missing.
-_WRITERS = {
-    "POST /v1/groups/{group}/commit",
-    "POST /v1/queues/{topic}/ack",
-    "POST /v1/queues/{topic}/nack",
-    "POST /v1/queues/{topic}/extend",
-    "POST /v1/queues/{topic}/reject",
-}
-WRITES_ON_REFUSAL: dict[str, set[str]] = {"sqlite": _WRITERS, "postgres": _WRITERS}
-
 
 # --- strategies -------------------------------------------------------------------------
 
@@ -451,12 +435,7 @@ def _refusal_params() -> list[Any]:
     out = []
     for kind in ("sqlite", "postgres"):
         for route in ROUTES:
-            marks = []
-            if route.id in WRITES_ON_REFUSAL[kind]:
-                marks.append(
-                    pytest.mark.xfail(strict=True, reason="finding 11: this route writes when it refuses")
-                )
-            out.append(pytest.param(kind, route, marks=marks, id=f"{kind}-{route.id}"))
+            out.append(pytest.param(kind, route, id=f"{kind}-{route.id}"))
     return out
 
 

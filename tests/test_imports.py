@@ -108,6 +108,7 @@ def test_no_import_cycle_in_tidelog():
 
 CORE = {
     "tidelog.errors",
+    "tidelog.bounds",
     "tidelog.config",
     "tidelog.records",
     "tidelog.topics",

@@ -47,7 +47,7 @@ def execute(url: str, sql: str) -> None:
 
 
 def test_queue_state_from_before_the_step_is_served(url, monkeypatch):
-    before = schema.latest(dialect(url)) - 1
+    before = 6 if dialect(url) == "sqlite" else 3  # the schema before the ordering step
     migrations = schema.migrations
     monkeypatch.setattr(schema, "migrations", lambda d: [m for m in migrations(d) if m[0] <= before])
     monkeypatch.setattr(schema, "latest", lambda d: before)

@@ -20,6 +20,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from .bounds import MAX_OFFSET
 from .config import check_int, check_name
 from .errors import ConfigurationError, InvalidRequest, UnknownPartition, UnknownTopic
 from .records import Message
@@ -109,7 +110,7 @@ def _check_offsets(offsets: Sequence[int]) -> list[int]:
     if len(offsets) > MAX_REDRIVE:
         raise InvalidRequest(f"a redrive moves at most {MAX_REDRIVE} records, got {len(offsets)}")
     for o in offsets:
-        check_int("offset", o, 1)
+        check_int("offset", o, 1, MAX_OFFSET)
     if len(set(offsets)) != len(offsets):
         raise InvalidRequest("offsets name a dead letter twice")
     return sorted(offsets)

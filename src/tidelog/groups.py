@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .assignors import ASSIGNORS
+from .bounds import MAX_OFFSET
 from .config import check_int, check_name
 from .coordinator import rebalance
 from .errors import GroupError, InvalidRequest, NotAssigned, OffsetOutOfRange, StaleGeneration
@@ -335,9 +336,9 @@ class Group:
         member's): NotAssigned / StaleGeneration as for `GroupConsumer.commit`."""
         check_name("member", member)
         check_name("topic", topic)
-        check_int("generation", generation, 0)
+        check_int("generation", generation, 0, MAX_OFFSET)
         check_int("partition", partition, 0)
-        check_int("offset", offset, 0)
+        check_int("offset", offset, 0, MAX_OFFSET)
         self.log.store.group_commit(self.name, member, generation, topic, partition, offset)
 
     def describe(self) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from .bounds import MAX_VISIBILITY_S, check_seconds
 from .config import check_name
 from .errors import InvalidRequest, LeaseLost, TidelogError
 from .queues import Delivery
@@ -39,17 +40,32 @@ logger = logging.getLogger("tidelog.jobs")
 Handler = Callable[[Any], Any]
 
 
+MAX_CONCURRENCY = 1024
+
+
 def check_runner(concurrency: Any, backoff: Any, max_backoff: Any) -> None:
-    """The runner's options (shared with `tidelog.aio.Jobs`); InvalidRequest names the bad one."""
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise InvalidRequest(f"concurrency must be an integer >= 1, got {concurrency!r}")
-    if not (isinstance(backoff, (int, float)) and backoff >= 0 and max_backoff >= backoff):
-        raise InvalidRequest("backoff must be >= 0 and max_backoff >= backoff")
+    """The runner's options (shared with `tidelog.aio.Jobs`); InvalidRequest names the bad one.
+
+    A retry is a nack with a delay, so the backoff stops where a nack's delay
+    does (`MAX_VISIBILITY_S`, 12 hours)."""
+    if (
+        isinstance(concurrency, bool)
+        or not isinstance(concurrency, int)
+        or not 1 <= concurrency <= MAX_CONCURRENCY
+    ):
+        raise InvalidRequest(
+            f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}, got {concurrency!r}"
+        )
+    check_seconds("backoff", backoff, MAX_VISIBILITY_S)
+    check_seconds("max_backoff", max_backoff, MAX_VISIBILITY_S)
+    if max_backoff < backoff:
+        raise InvalidRequest(f"max_backoff ({max_backoff}) must be at least backoff ({backoff})")
 
 
 def retry_delay(backoff: float, max_backoff: float, delivery_count: int) -> float:
     """Exponential backoff: backoff * 2^(n-1), capped at max_backoff."""
-    return min(max_backoff, backoff * 2.0 ** max(0, delivery_count - 1))
+    # 2.0 ** n overflows past n = 1023: past 64 doublings any backoff is at its cap.
+    return min(max_backoff, backoff * 2.0 ** min(64, max(0, delivery_count - 1)))
 
 
 def job_call(d: Delivery) -> tuple[str, Any] | None:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple, TypeVar, overload
 
+from .bounds import MAX_OFFSET, check_time_ms
 from .config import MAX_PARTITIONS, TopicConfig, check_int, check_name, check_txn, parse_duration_ms
 from .errors import (
     ConfigurationError,
@@ -263,7 +264,7 @@ class Log:
         """
         if txn is not None:
             check_txn(txn)
-        check_int("txn_since", txn_since, 0)
+        check_time_ms("txn_since", txn_since)
         if not batches:
             return []
         for b in batches:  # every batch was checked: now a missing topic may be made
@@ -361,6 +362,7 @@ class Log:
         seconds pass; True when there is one. Wakes on the append, not on a tick."""
         check_name("topic", topic)
         check_int("partition", partition, 0)
+        check_int("after", after, 0, MAX_OFFSET)
         return bool(
             long_poll(
                 lambda: self.store.read(topic, partition, after, 1),
@@ -381,7 +383,7 @@ class Log:
         """
         check_name("topic", topic)
         check_int("partition", partition, 0)
-        check_int("after", after, 0)
+        check_int("after", after, 0, MAX_OFFSET)
         check_int("limit", limit, 1)
         return read_messages(self.store, topic, partition, after, limit)
 
@@ -449,7 +451,7 @@ class Log:
         """
         check_name("topic", topic)
         check_int("partition", partition, 0)
-        check_int("after", after, 0)
+        check_int("after", after, 0, MAX_OFFSET)
         check_int("chunk", chunk, 1, READ_CHUNK)
         self.store.read(topic, partition, after, 1)  # UnknownTopic / UnknownPartition now, not at next()
         return self._iter(topic, partition, after, chunk)
@@ -655,7 +657,7 @@ class Producer:
         """
         check_topic_name(topic)
         if timestamp is not None:
-            check_int("timestamp", timestamp, 0)
+            check_time_ms("timestamp", timestamp)
         values = values if isinstance(values, list) else list(values)
         if not values:
             raise InvalidRequest("send_batch needs at least one record")
@@ -833,7 +835,7 @@ class Consumer:
         re-read or to skip without rewinding the group.
         """
         self._check(topic, partition)
-        check_int("offset", offset, 0)
+        check_int("offset", offset, 0)  # past the end: OffsetOutOfRange below
         parts = {p.partition: p for p in self.log.describe(topic).partitions}
         if partition not in parts:
             raise UnknownPartition(
@@ -868,6 +870,8 @@ class Consumer:
         self._check(topic, partition)  # type: ignore[arg-type]
         if offset is None:
             raise InvalidRequest("commit(topic, partition, offset) needs an offset")
+        # No upper bound here: past the end (2^63 too) the store answers
+        # OffsetOutOfRange with the partition's bounds, the more useful error.
         check_int("offset", offset, 0)
         self.log.store.commit(self.group, topic, partition, offset)  # type: ignore[arg-type]
 
@@ -879,7 +883,7 @@ class Consumer:
     def seek(self, topic: str, partition: int, offset: int) -> None:
         """Set the committed offset, backwards too: the next fetch starts at offset + 1."""
         self._check(topic, partition)
-        check_int("offset", offset, 0)
+        check_int("offset", offset, 0)  # past the end: OffsetOutOfRange, as commit
         self.log.store.seek(self.group, topic, partition, offset)
         self._position[(topic, partition)] = offset
 

@@ -19,9 +19,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
+from . import bounds
+from .bounds import (
+    DELIVER_AT,
+    MAX_DELAY_S,
+    MAX_DELIVERIES,
+    MAX_RECEIVE,
+    MAX_VISIBILITY_S,
+    MAX_WAIT_S,
+    PRIORITY,
+    check_priority,
+    check_seconds,
+)
 from .config import check_int, check_name
 from .deadletters import Redriven, redrive
-from .errors import ConfigurationError, GroupConflict, InvalidRequest, LeaseLost
+from .errors import ConfigurationError, GroupConflict, InvalidRequest, LeaseLost, UnknownTopic
 from .notify import long_poll
 from .records import (
     F_HEADERS,
@@ -55,15 +67,13 @@ from .store.base import (
 if TYPE_CHECKING:
     from .log import Log, Producer
 
-# Header carrying a send's delay: queue groups do not deliver the record
-# before this time (ms since epoch); stream groups see it at once.
-DELIVER_AT = "tidelog-deliver-at"
-# Header carrying a send's priority (0-9, higher first): queue groups hand out
-# the available records of higher priority first; stream groups see the
-# record unchanged. No header means 0.
-PRIORITY = "tidelog-priority"
+# DELIVER_AT, the header carrying a send's delay: queue groups do not
+# deliver the record before this time (ms since epoch); stream groups see it
+# at once. PRIORITY, the header carrying a send's priority (0-9, higher
+# first): queue groups hand out the available records of higher priority
+# first; stream groups see the record unchanged. No header means 0. Both
+# are read as bounded values whatever they hold (see tidelog.bounds).
 _PRIORITY = PRIORITY.encode()
-MAX_PRIORITY = 9
 # How many new records past a partition's cursor a receive looks at when it
 # picks by priority. Records it looked at and passed over wait in the
 # group's state, where priority orders them exactly; a record further back
@@ -73,20 +83,8 @@ MAX_DEDUP_ID_BYTES = 128
 # A queue group's ordering: "none" hands records out in parallel; "key" hands
 # the records of one key out one at a time, in offset order.
 ORDERINGS = ("none", "key")
-MAX_VISIBILITY_S = 12 * 3600
 DEFAULT_VISIBILITY_S = 30.0
 DEFAULT_MAX_DELIVERIES = 5
-MAX_RECEIVE = 10_000
-
-
-def _seconds(what: str, value: Any, maximum: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        raise InvalidRequest(f"{what} must be a number of seconds, not {value!r}")
-    if value < 0:
-        raise InvalidRequest(f"{what} must not be negative, got {value}")
-    if maximum is not None and value > maximum:
-        raise InvalidRequest(f"{what} must be at most {maximum:g} seconds, got {value}")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -102,12 +100,12 @@ class QueueOptions:
 
     def validate(self, topic: str) -> QueueOptions:
         """Check every option; InvalidRequest names the first bad one."""
-        _seconds("visibility_timeout", self.visibility_timeout, MAX_VISIBILITY_S)
-        if self.visibility_timeout == 0:
-            raise InvalidRequest("visibility_timeout must be more than 0 seconds")
+        check_seconds("visibility_timeout", self.visibility_timeout, MAX_VISIBILITY_S, positive=True)
         md = self.max_deliveries
-        if isinstance(md, bool) or not isinstance(md, int) or md < 1:
-            raise InvalidRequest(f"max_deliveries must be an integer >= 1, got {md!r}")
+        if isinstance(md, bool) or not isinstance(md, int) or not 1 <= md <= MAX_DELIVERIES:
+            raise InvalidRequest(
+                f"max_deliveries must be an integer from 1 to {MAX_DELIVERIES}, got {bounds._short(md)}"
+            )
         if self.dead_letter is not None:
             check_name("dead-letter topic", self.dead_letter)
             if self.dead_letter == topic:
@@ -177,17 +175,15 @@ _DELIVER_AT = DELIVER_AT.encode()
 
 
 def _due_of(timestamp: int, meta: bytes | None) -> int:
-    """When a new record becomes available to queue groups."""
+    """When a new record becomes available to queue groups: its deliver-at
+    header, held to at most a year past its append (see `bounds.deliver_at`)."""
     if meta is None or not meta[0] & F_HEADERS or _DELIVER_AT not in meta:
         return timestamp  # no delay header: the common case, without decoding
     headers = decode_meta(meta)[2]
     if headers:
         for name, value in decode_headers(headers):
             if name == DELIVER_AT:
-                try:
-                    return max(timestamp, int(value))
-                except ValueError:
-                    break
+                return bounds.deliver_at(timestamp, value)
     return timestamp
 
 
@@ -206,18 +202,8 @@ def _header_priority(meta: bytes) -> int:
     if headers:
         for name, value in decode_headers(headers):
             if name == PRIORITY:
-                try:
-                    return min(MAX_PRIORITY, max(0, int(value)))
-                except ValueError:
-                    break
+                return bounds.priority(value)
     return 0
-
-
-def check_priority(priority: Any) -> int:
-    """A send's priority: an int from 0 to 9."""
-    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
-        raise InvalidRequest(f"priority must be an integer from 0 to {MAX_PRIORITY}, got {priority!r}")
-    return priority
 
 
 def check_dedup_id(dedup_id: Any) -> str:
@@ -248,8 +234,8 @@ def dedup_write(log: Log, topic: str, dedup_id: str) -> tuple[str, int]:
 
 def queue_headers(headers: Any, now: int, *, delay: float = 0, priority: int = 0) -> Any:
     """`headers` with the queue's own added: a delay's due time (`now` + delay
-    seconds) and a priority. Unchanged when neither is asked."""
-    delay = _seconds("delay", delay)
+    seconds, at most a year) and a priority. Unchanged when neither is asked."""
+    delay = check_seconds("delay", delay, MAX_DELAY_S)
     check_priority(priority)
     if not delay and not priority:
         return headers
@@ -259,6 +245,34 @@ def queue_headers(headers: Any, now: int, *, delay: float = 0, priority: int = 0
     if priority:
         pairs.append((PRIORITY, str(priority)))
     return pairs
+
+
+def prepare_send(
+    log: Log,
+    topic: str,
+    values: list[Any],
+    *,
+    key: Any = None,
+    headers: Any = None,
+    delay: float = 0,
+    partition: int | None = None,
+    producer: Producer | None = None,
+    priority: int = 0,
+) -> Prepared:
+    """`Queue.prepare` without a handle: every check of a queue send, nothing
+    opened or written, so a front refuses a bad send before it opens the group."""
+    delay = check_seconds("delay", delay, MAX_DELAY_S)
+    check_priority(priority)
+    now = log.clock()
+    if delay or priority:
+        values = [
+            NewRecord(v.value, v.key, queue_headers(v.headers, now, delay=delay, priority=priority))
+            if isinstance(v, NewRecord) and v.headers is not None
+            else v
+            for v in values
+        ]
+    headers = queue_headers(headers, now, delay=delay, priority=priority)
+    return (producer or log.producer()).prepare(topic, values, key=key, headers=headers, partition=partition)
 
 
 @functools.cache
@@ -381,18 +395,16 @@ class Queue:
         The delay and priority travel on every record, also on a `NewRecord`
         that carries headers of its own (those replace the batch's).
         """
-        delay = _seconds("delay", delay)
-        check_priority(priority)
-        if delay or priority:
-            values = [
-                NewRecord(v.value, v.key, self._delay_headers(v.headers, delay, priority))
-                if isinstance(v, NewRecord) and v.headers is not None
-                else v
-                for v in values
-            ]
-        headers = self._delay_headers(headers, delay, priority)
-        return (producer or self.log.producer()).prepare(
-            self.topic, values, key=key, headers=headers, partition=partition
+        return prepare_send(
+            self.log,
+            self.topic,
+            values,
+            key=key,
+            headers=headers,
+            delay=delay,
+            partition=partition,
+            producer=producer,
+            priority=priority,
         )
 
     # receiving -----------------------------------------------------------------
@@ -409,12 +421,8 @@ class Queue:
             raise InvalidRequest(
                 f"max_messages must be an integer from 1 to {MAX_RECEIVE}, got {max_messages!r}"
             )
-        wait = _seconds("wait", wait, 3600)
-        visibility = self.visibility_timeout
-        if visibility_timeout is not None:
-            visibility = _seconds("visibility_timeout", visibility_timeout, MAX_VISIBILITY_S)
-            if visibility == 0:
-                raise InvalidRequest("visibility_timeout must be more than 0 seconds")
+        wait = check_seconds("wait", wait, MAX_WAIT_S)
+        visibility = self._visibility(visibility_timeout)
         notifier = self.log.notifier
         # Wake on an append, or when a delayed or leased record falls due.
         got, _ = long_poll(
@@ -447,10 +455,7 @@ class Queue:
     def _visibility(self, visibility_timeout: float | None) -> float:
         if visibility_timeout is None:
             return self.visibility_timeout
-        visibility = _seconds("visibility_timeout", visibility_timeout, MAX_VISIBILITY_S)
-        if visibility == 0:
-            raise InvalidRequest("visibility_timeout must be more than 0 seconds")
-        return visibility
+        return check_seconds("visibility_timeout", visibility_timeout, MAX_VISIBILITY_S, positive=True)
 
     def _leasing(self) -> dict[str, Any]:
         """How the store picks what to lease: by priority, and one record a key at a time when ordered."""
@@ -511,14 +516,19 @@ class Queue:
         return d
 
     def ack(self, d: Delivery) -> None:
-        """Done: never delivered to this group again. Acking twice is a no-op."""
+        """Done: never delivered to this group again.
+
+        Acking twice with the same delivery is a no-op (a retried ack is
+        safe). A delivery whose lease expired and whose record was delivered
+        again is LeaseLost, also once that later delivery was acked or
+        dead-lettered: an earlier receipt never settles a record."""
         self._check(d)
         self.log.store.queue_ack(self.group, self.topic, d.partition, d.offset, d.receipt)
 
     def extend(self, d: Delivery, seconds: float) -> Delivery:
         """Push the lease deadline out to `seconds` from now."""
         self._check(d)
-        seconds = _seconds("extend", seconds, MAX_VISIBILITY_S)
+        seconds = check_seconds("extend", seconds, MAX_VISIBILITY_S)
         deadline = self.log.clock() + int(seconds * 1000)
         self.log.store.queue_extend(self.group, self.topic, d.partition, d.offset, d.receipt, deadline)
         return d._replace(lease_deadline=deadline)
@@ -538,7 +548,7 @@ class Queue:
         if delay is not None:
             if back:
                 raise InvalidRequest("give at most one of back and delay")
-            return self.log.clock() + int(_seconds("delay", delay, MAX_VISIBILITY_S) * 1000), False
+            return self.log.clock() + int(check_seconds("delay", delay, MAX_VISIBILITY_S) * 1000), False
         if back:
             # Due now, and behind every record due now, also those appended
             # in this same millisecond (the store breaks the tie).
@@ -590,10 +600,10 @@ class Queue:
                         Settle(RELEASE, d.partition, d.offset, d.receipt, now if back else 0, back)
                     )
             elif command == "delay":
-                due = now + int(_seconds("delay", seconds, MAX_VISIBILITY_S) * 1000)
+                due = now + int(check_seconds("delay", seconds, MAX_VISIBILITY_S) * 1000)
                 settles.append(Settle(RELEASE, d.partition, d.offset, d.receipt, due))
             elif command == "extend":
-                deadline = now + int(_seconds("extend", seconds, MAX_VISIBILITY_S) * 1000)
+                deadline = now + int(check_seconds("extend", seconds, MAX_VISIBILITY_S) * 1000)
                 settles.append(Settle(EXTEND, d.partition, d.offset, d.receipt, deadline))
             else:
                 raise InvalidRequest(
@@ -657,7 +667,8 @@ class Queue:
 
     def ack_many(self, deliveries: Sequence[Delivery]) -> list[LeaseLost | None]:
         """Ack many deliveries in one store transaction: None for each acked
-        (or done already), the LeaseLost in place of each that was not."""
+        (or done already with this receipt), the LeaseLost in place of each
+        that was not (as `ack`)."""
         return self.settle_many([("ack", d, None) for d in self._many(deliveries)])
 
     def nack_many(
@@ -700,12 +711,19 @@ class Queue:
             ("tidelog-delivery-count", str(lease.delivery_count).encode()),
             ("tidelog-reason", reason.encode()),
         ]
-        self.log.catalog.shape(self.dead_letter, create=True)
         meta = encode_meta(fmt, key, encode_headers(pairs), producer)
         record = AppendBatch(self.dead_letter, 0, self.log.clock(), [lease.value], [meta])
-        offset = self.log.store.queue_dead_letter(
-            self.group, self.topic, lease.partition, lease.offset, lease.receipt, record
-        )
+        store = self.log.store
+        args = (self.group, self.topic, lease.partition, lease.offset, lease.receipt, record)
+        try:
+            offset = store.queue_dead_letter(*args)
+        except UnknownTopic:
+            # The first dead letter makes its topic, once the store found the
+            # lease live (a stale receipt is LeaseLost and makes nothing).
+            if store.topic(self.topic) is None:
+                raise
+            self.log.catalog.shape(self.dead_letter, create=True)
+            offset = store.queue_dead_letter(*args)
         self.log.notifier.notify(self.dead_letter, 0, offset)
         return offset
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, NamedTuple, overload
 
+from .bounds import QUEUE_HEADERS, check_queue_header
 from .errors import InvalidValue
 from .store.base import Row
 
@@ -100,7 +101,9 @@ def encode_headers(headers: Any) -> bytes | None:
     """Encode headers (a dict or (name, str|bytes) pairs) to a compact blob.
 
     Layout: for each header, u16 name length, name (UTF-8), u32 value length,
-    value. Order is kept; names may repeat, as in Kafka.
+    value. Order is kept; names may repeat, as in Kafka. The queue's own
+    headers (`tidelog-deliver-at`, `tidelog-priority`) must hold values in
+    their range (`tidelog.bounds`).
     """
     if not headers:
         return None
@@ -117,6 +120,9 @@ def encode_headers(headers: Any) -> bytes | None:
                 value = bytes(value)
             else:
                 raise InvalidValue(f"header {name!r} value must be str or bytes, not {type(value).__name__}")
+            if name in QUEUE_HEADERS:
+                # A queue reads these: a value it cannot use is refused at the write.
+                check_queue_header(name, value)
             raw_name = name.encode()
             if len(raw_name) > 0xFFFF:
                 raise InvalidValue(f"header name longer than 65535 bytes: {name[:40]!r}...")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .bounds import MAX_OFFSET, check_time_ms
 from .config import check_int, check_name
 from .errors import GroupActive, InvalidRequest, OffsetOutOfRange, UnknownGroup, UnknownPartition
 from .store.base import NamedConsumers, PartitionInfo
@@ -66,7 +67,10 @@ def plan_reset(
     if to in ("offset", "time"):
         if value is None:
             raise InvalidRequest(f"a reset to {to} needs a value ({'an offset' if to == 'offset' else 'ms'})")
-        check_int(to, value, 0)
+        if to == "offset":
+            check_int(to, value, 0, MAX_OFFSET)
+        else:
+            check_time_ms(to, value)
     elif value is not None:
         raise InvalidRequest(f"a reset to {to} takes no value")
     parts = log.describe(topic).partitions  # UnknownTopic

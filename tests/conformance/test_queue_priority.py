@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 import tidelog
-from tidelog.queues import PRIORITY, PRIORITY_WINDOW
+from tidelog.bounds import PRIORITY
+from tidelog.queues import PRIORITY_WINDOW
 
 from .conftest import snapshot
 

@@ -20,10 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..bounds import MAX_WAIT_S, check_seconds
 from ..deadletters import Redriven
 from ..errors import Closed, InvalidRequest, LeaseLost, TidelogError
 from ..log import Log
-from ..queues import Delivery, Queue, _seconds
+from ..queues import Delivery, Queue
 from ..records import BatchSent, Prepared, Sent
 from ..store.base import Pending, QueueStats
 from .producer import AsyncProducer
@@ -169,7 +170,7 @@ class AsyncQueue(Twin):
         self, max_messages: int = 1, wait: float = 0, visibility_timeout: float | None = None
     ) -> list[Delivery]:
         """Lease up to `max_messages` records; wait up to `wait` seconds (on the loop) for one."""
-        wait = _seconds("wait", wait, 3600)  # the sync receive's check; poll checks the rest
+        wait = check_seconds("wait", wait, MAX_WAIT_S)  # the sync receive's check; poll checks the rest
         queue = await self._queue.get()
         got, _ = await self._runtime.poll(
             lambda: self._runtime.undoable(_give_back(queue), queue.poll, max_messages, visibility_timeout),
@@ -204,7 +205,7 @@ class AsyncQueue(Twin):
     # settling ------------------------------------------------------------------
 
     async def ack(self, d: Delivery) -> None:
-        """Done: never delivered to this group again. Acking twice is a no-op."""
+        """Done: never delivered to this group again; an earlier delivery's receipt is LeaseLost (see `Queue.ack`)."""
         queue = await self._queue.get()
         await self._runtime.call(queue.ack, d)
 

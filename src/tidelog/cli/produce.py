@@ -37,8 +37,9 @@ from typing import Any, BinaryIO
 import click
 
 import tidelog
+from tidelog.bounds import MAX_PRIORITY, PRIORITY
 from tidelog.partitioner import partition_for_key
-from tidelog.queues import MAX_PRIORITY, PRIORITY, check_dedup_id, dedup_write
+from tidelog.queues import check_dedup_id, dedup_write
 from tidelog.topics import check_partition
 
 from .context import Session, common_options, pass_session, topic_policy_options

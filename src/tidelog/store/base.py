@@ -478,8 +478,12 @@ class QueueStore(Protocol):
         flight, handed out in offset order. State rows keep their key."""
 
     def queue_ack(self, group: str, topic: str, partition: int, offset: int, receipt: str) -> None:
-        """Finish a record; a record already done is a no-op; a receipt that
-        is not the current lease raises LeaseLost."""
+        """Finish a record. A receipt that is neither the current lease nor
+        the one that finished the record raises LeaseLost; the one that
+        finished it is a no-op (a record finished at its first delivery
+        takes any receipt again: it had no other). A record finished after
+        more than one delivery keeps that receipt (ack and dead letter
+        alike) until its record is removed."""
 
     def queue_extend(
         self, group: str, topic: str, partition: int, offset: int, receipt: str, deadline: int
@@ -506,10 +510,11 @@ class QueueStore(Protocol):
     def queue_settle(self, group: str, topic: str, settles: Sequence[Settle]) -> list[LeaseLost | None]:
         """Settle many leases in one transaction, each as the single call would.
 
-        Each succeeds (None; an ACK of a record already done too) or fails on
-        its own (the LeaseLost the single call would raise, in its place);
-        one failing does not stop the others. UnknownTopic / UnknownPartition
-        refuse the whole batch before anything is written.
+        Each succeeds (None; an ACK of a record already done with that
+        receipt too, as `queue_ack`) or fails on its own (the LeaseLost the
+        single call would raise, in its place); one failing does not stop
+        the others. UnknownTopic / UnknownPartition refuse the whole batch
+        before anything is written.
         """
 
     def queue_dead_letter(

@@ -1,4 +1,5 @@
-"""What both SQL stores do alike when a receive picks among new records.
+"""What both SQL stores do alike when a receive picks among new records,
+and when queue stats tell the age of the oldest available one.
 
 The rows come from each store's own SQL; the order they are picked in is
 the contract's (`QueueStore.queue_receive`), so it is written once here.
@@ -8,7 +9,7 @@ seq, partition, offset, deliveries, record or None for a state row, key).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,3 +140,24 @@ def to_park(
             break
         out.append((offset, due, -minus, key))
     return out
+
+
+def first_available(
+    rows: Iterable[tuple[int, bytes | None]], due_of: Callable[[int, bytes | None], int]
+) -> int | None:
+    """The earliest time one of these records became available, or None.
+
+    `rows` are (timestamp, meta) of records waiting in a group's state,
+    oldest append first. A record became available at `due_of(ts, meta)`
+    (its append, or its deliver-at), whatever happened since: a nack, an
+    expired lease or a delay on retry does not make it younger, so a record
+    nacked again and again keeps its age (queue stats' oldest available age).
+    Stops at the first record appended after the earliest time found.
+    """
+    best: int | None = None
+    for ts, meta in rows:
+        if best is not None and ts >= best:
+            break
+        since = due_of(ts, meta)
+        best = since if best is None else min(best, since)
+    return best

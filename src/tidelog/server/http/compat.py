@@ -112,7 +112,7 @@ async def pull(request: Request) -> Response:
     await one_partition(ctx, topic)
 
     def read() -> tuple[int, list[Message]]:
-        committed = ctx.consumer(group).committed(topic, 0)
+        committed = ctx.consumer(group, register=False).committed(topic, 0)  # a read registers nothing
         return committed, ctx.log.read(topic, 0, committed, batch)
 
     committed, msgs = await along_poll(
@@ -132,12 +132,13 @@ async def ack(request: Request) -> Response:
     topic = check_name("topic", request.path_params["name"])
     body = await json_object(request, ctx.settings.max_body)
     group = check_name("group", field(body, "group", str))
-    last = int_field(body, "lastAckedId", 0)
+    last = int_field(body, "lastAckedId", 0, None)  # past the end: OffsetOutOfRange
     await one_partition(ctx, topic)
 
     def commit():
-        consumer = ctx.consumer(group)
+        consumer = ctx.consumer(group, register=False)
         consumer.commit(topic, 0, last)
+        ctx.consumer(group)  # registered once the commit went through
         return consumer.committed(topic, 0)
 
     committed = await ctx.run(commit)

@@ -10,10 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ...errors import UnknownGroup
 from ...log import Consumer, Log, Producer
 from ...notify import along_poll
 from ...queues import Queue
 from ...retention import DEFAULT_TXN_WINDOW_MS, Cleaner
+from ...store.base import NamedConsumers
 from ..limits import Limits
 from ..runtime.hub import AppendHub
 from ..runtime.writer import GroupCommitWriter
@@ -154,19 +156,26 @@ class Context:
             self._groups.add(group)
         return Consumer(self.log, group)
 
-    def queue(self, topic: str, group: str, options: dict[str, Any] | None = None) -> Queue:
+    def queue(
+        self, topic: str, group: str, options: dict[str, Any] | None = None, *, create: bool = True
+    ) -> Queue:
         """A handle on a queue group (blocking: run it on a thread).
 
         Opening a group stores its settings on first use (`log.queue`);
         handles are kept, so later requests cost no store write. A handle
         may create its dead-letter topic when it first dead-letters a
         record, as the Python API does; a send route makes a missing topic
-        (the log's auto-create policy) before it opens the handle.
+        (the log's auto-create policy) before it opens the handle. With
+        `create` false (settling a lease) a group that does not exist is
+        UnknownGroup: only a send, a receive or an open registers one.
         """
         key = (topic, group)
         queue = self._queues.get(key)
         if queue is None or options:
             self.log.topic(topic)  # UnknownTopic: reading a queue never creates its topic
+            store = self.log.store
+            if not create and isinstance(store, NamedConsumers) and store.queue_info(group, topic) is None:
+                raise UnknownGroup(f"queue group {group!r} does not exist on topic {topic!r}")
             queue = self._queue_log.queue(topic, group, **(options or {}))
             if len(self._queues) > _CACHE_LIMIT:
                 self._queues.clear()

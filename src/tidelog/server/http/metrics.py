@@ -154,7 +154,8 @@ class QueueCollector(Collector):
         )
         oldest = GaugeMetricFamily(
             "tidelog_queue_oldest_available_age_seconds",
-            "How long the oldest available record has waited",
+            "How long the oldest available record has been available (since its append or "
+            "deliver-at; a nack or an expired lease does not reset it)",
             labels=["topic", "group"],
         )
         for topic, group in self.log.queue_groups():

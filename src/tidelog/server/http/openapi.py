@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...bounds import MAX_DELAY_S, MAX_DELIVERIES, MAX_OFFSET, MAX_TIMESTAMP_MS, MAX_VISIBILITY_S
+
 NAME = {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,200}$"}
-OFFSET = {"type": "integer", "minimum": 0}
+# Every integer is bounded (tidelog.bounds): offsets to 64 bits, times to what a double holds exactly.
+OFFSET = {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET}
+TIME_MS = {"type": "integer", "minimum": 0, "maximum": MAX_TIMESTAMP_MS, "description": "ms since epoch"}
 ERROR = {
     "type": "object",
     "required": ["error"],
@@ -199,7 +203,7 @@ MEMBER_COMMIT = {
     "required": ["member_id"],
     "properties": {
         "member_id": NAME,
-        "generation": {"type": "integer", "minimum": 0},
+        "generation": OFFSET,
         "topic": NAME,
         "partition": {"type": "integer", "minimum": 0, "maximum": 9999},
         "offset": OFFSET,
@@ -369,7 +373,7 @@ def spec() -> dict[str, Any]:
                         "records": {"type": "array", "items": RECORD_IN, "minItems": 1},
                         "partition": OFFSET,
                         "producer": NAME,
-                        "timestamp": OFFSET,
+                        "timestamp": TIME_MS,
                     },
                     "additionalProperties": False,
                 },
@@ -422,7 +426,7 @@ def spec() -> dict[str, Any]:
                                     "partition": OFFSET,
                                     "key": {"type": "string"},
                                     "producer": NAME,
-                                    "timestamp": OFFSET,
+                                    "timestamp": TIME_MS,
                                     "records": {"type": "array", "items": RECORD_IN, "minItems": 1},
                                 },
                                 "additionalProperties": False,
@@ -434,8 +438,7 @@ def spec() -> dict[str, Any]:
                             "description": "an idempotent write: a txn id seen before writes nothing and answers that write",
                         },
                         "txn_since": {
-                            "type": "integer",
-                            "minimum": 0,
+                            **TIME_MS,
                             "description": "ms since epoch: a txn id recorded by a write stamped earlier "
                             "no longer counts (a dedup window); this write takes it over",
                         },
@@ -603,7 +606,7 @@ def spec() -> dict[str, Any]:
                     "properties": {
                         "offsets": {
                             "type": "array",
-                            "items": {"type": "integer", "minimum": 1},
+                            "items": {"type": "integer", "minimum": 1, "maximum": MAX_OFFSET},
                             "minItems": 1,
                             "maxItems": 10000,
                             "uniqueItems": True,
@@ -623,7 +626,7 @@ def spec() -> dict[str, Any]:
                 body={
                     "type": "object",
                     "properties": {
-                        "max_deliveries": {"type": "integer", "minimum": 1, "maximum": 1 << 31},
+                        "max_deliveries": {"type": "integer", "minimum": 1, "maximum": MAX_DELIVERIES},
                         "dead_letter": NAME,
                         "start": {"enum": ["earliest", "latest"]},
                         "ordering": {
@@ -646,7 +649,7 @@ def spec() -> dict[str, Any]:
                     "required": ["records"],
                     "properties": {
                         "records": {"type": "array", "items": RECORD_IN, "minItems": 1},
-                        "delay": {"type": "number", "minimum": 0},
+                        "delay": {"type": "number", "minimum": 0, "maximum": MAX_DELAY_S},
                         "priority": {"type": "integer", "minimum": 0, "maximum": 9, "default": 0},
                         "dedup_id": {
                             "type": "string",
@@ -669,7 +672,10 @@ def spec() -> dict[str, Any]:
                     TOPIC_P,
                     QGROUP,
                     _limit("max", 10000),
-                    _q("visibility_timeout", {"type": "number", "exclusiveMinimum": 0, "maximum": 43200}),
+                    _q(
+                        "visibility_timeout",
+                        {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_VISIBILITY_S},
+                    ),
                     WAIT,
                 ],
                 result={
@@ -708,12 +714,8 @@ def spec() -> dict[str, Any]:
                         "receipt": RECEIPT,
                         "receipts": RECEIPTS,
                         "back": {"type": "boolean"},
-                        "delay": {"type": "number", "minimum": 0, "maximum": 43200},
-                        "due": {
-                            "type": "integer",
-                            "minimum": 0,
-                            "description": "ms since epoch, server clock",
-                        },
+                        "delay": {"type": "number", "minimum": 0, "maximum": MAX_VISIBILITY_S},
+                        "due": {**TIME_MS, "description": "ms since epoch, server clock; held to 12 h ahead"},
                     },
                     "additionalProperties": False,
                 },
@@ -730,8 +732,11 @@ def spec() -> dict[str, Any]:
                     "properties": {
                         "receipt": RECEIPT,
                         "receipts": RECEIPTS,
-                        "seconds": {"type": "number", "minimum": 0, "maximum": 43200},
-                        "deadline": {"type": "integer", "minimum": 0},
+                        "seconds": {"type": "number", "minimum": 0, "maximum": MAX_VISIBILITY_S},
+                        "deadline": {
+                            **TIME_MS,
+                            "description": "ms since epoch, server clock; held to 12 h ahead",
+                        },
                     },
                     "additionalProperties": False,
                 },
@@ -791,7 +796,7 @@ def spec() -> dict[str, Any]:
         "/v1/changes": {
             "get": _op(
                 "Long-poll for any append; answers the change counter once it passes `after`",
-                params=[_q("after", {"type": "integer", "minimum": -1}), WAIT],
+                params=[_q("after", {"type": "integer", "minimum": -1, "maximum": MAX_OFFSET}), WAIT],
                 errors=(400,),
             )
         },

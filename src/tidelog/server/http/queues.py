@@ -16,11 +16,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ...bounds import (
+    MAX_DELAY_S,
+    MAX_DELIVERIES,
+    MAX_RECEIVE,
+    MAX_VISIBILITY_S,
+    check_priority,
+    check_seconds,
+    check_time_ms,
+)
 from ...config import check_name
 from ...errors import InvalidRequest, LeaseLost, TidelogError
 from ...log import MAX_BATCH
 from ...notify import along_poll
-from ...queues import MAX_RECEIVE, MAX_VISIBILITY_S, Delivery, Queue, check_dedup_id, check_priority
+from ...queues import Delivery, Queue, check_dedup_id, dedup_write, prepare_send, queue_stats
+from ...records import Prepared
 from ...wire import record_in, row_to_wire
 from . import receipts
 from .bodies import (
@@ -37,8 +47,6 @@ from .bodies import (
 )
 from .context import Context
 from .responses import ctx_of, json_response, raw_json
-
-MAX_DELIVERIES = 1 << 31
 
 
 def topic_and_group(request: Request) -> tuple[str, str]:
@@ -85,7 +93,7 @@ async def open_queue(request: Request) -> Response:
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
     no_unknown(body, {"max_deliveries", "dead_letter", "start", "ordering"})
-    int_field(body, "max_deliveries", 1, MAX_DELIVERIES, default=None)  # stored as JSON: keep it small
+    int_field(body, "max_deliveries", 1, MAX_DELIVERIES, default=None)
     options = {
         k: body[k] for k in ("max_deliveries", "dead_letter", "start", "ordering") if body.get(k) is not None
     }
@@ -113,7 +121,7 @@ async def send(request: Request) -> Response:
     records = field(body, "records", list)
     if not records or len(records) > MAX_BATCH:
         raise InvalidRequest(f"field 'records' must hold 1 to {MAX_BATCH} records, got {len(records)}")
-    delay = number_field(body, "delay", default=0)
+    delay = check_seconds("delay", number_field(body, "delay", default=0), MAX_DELAY_S)
     priority = check_priority(body.get("priority", 0))
     dedup_id = body.get("dedup_id")
     if dedup_id is not None:
@@ -133,28 +141,25 @@ async def send(request: Request) -> Response:
         slot[1].append(value)
     producer = ctx.producer(producer_id)
 
-    def open_for_send() -> Queue:
-        if ctx.log.catalog.get(topic) is None and ctx.log.store.topic(topic) is None:
-            # A send makes a missing topic (the auto-create policy), once every
-            # record passed the checks against the shape the topic will get.
-            for route, (_, values) in routes.items():
-                producer.prepare(topic, values, **_placement(route))
-            ctx.log.catalog.ensure(topic)
-        return ctx.queue(topic, group)
-
-    queue = await ctx.run(open_for_send)
-
-    def job():
-        return [
-            queue.prepare(values, **_placement(route), delay=delay, producer=producer, priority=priority)
+    def prepare_and_open() -> tuple[list[Prepared], tuple[str, int] | None]:
+        # Every record is checked (against the shape a missing topic will
+        # get) before anything is made: a refused send writes nothing.
+        prepared = [
+            prepare_send(
+                ctx.log, topic, values, **_placement(route), delay=delay, producer=producer, priority=priority
+            )
             for route, (_, values) in routes.items()
         ]
+        if ctx.log.catalog.get(topic) is None and ctx.log.store.topic(topic) is None:
+            ctx.log.catalog.ensure(topic)  # a send makes a missing topic (the auto-create policy)
+        ctx.queue(topic, group)
+        return prepared, None if dedup_id is None else dedup_write(ctx.log, topic, dedup_id)
 
-    if dedup_id is None:
-        sent = await ctx.writer.write(job)
+    prepared, dedup = await ctx.run(prepare_and_open)
+    if dedup is None:
+        sent = await ctx.writer.write(lambda: prepared)
     else:
-        txn, since = queue.dedup(dedup_id)
-        sent = await ctx.writer.write(job, txn, since)
+        sent = await ctx.writer.write(lambda: prepared, *dedup)
     placed: list[Any] = [None] * len(records)
     for (indices, _), s in zip(routes.values(), sent):
         for j, i in enumerate(indices):
@@ -167,6 +172,8 @@ async def receive(request: Request) -> Response:
     topic, group = topic_and_group(request)
     limit = query_limit(request, "max", 1, MAX_RECEIVE)
     visibility = query_seconds(request, "visibility_timeout")
+    if visibility is not None:  # checked before the group is opened (a receive registers it)
+        check_seconds("visibility_timeout", visibility, MAX_VISIBILITY_S, positive=True)
     wait = query_wait(request, ctx.settings.max_wait)
     queue = await ctx.run(ctx.queue, topic, group)
     got, next_due = await receive_deliveries(ctx, queue, limit, visibility, wait)
@@ -176,13 +183,17 @@ async def receive(request: Request) -> Response:
     return json_response({"messages": [delivery_out(group, d) for d in got], "next_due": next_due})
 
 
-async def _settle_body(request: Request, known: set[str]) -> tuple[Context, Queue, dict[str, Any]]:
+async def _settle_body(request: Request, known: set[str]) -> tuple[Context, str, str, dict[str, Any]]:
     ctx = ctx_of(request)
     topic, group = topic_and_group(request)
     body = await json_object(request, ctx.settings.max_body)
     no_unknown(body, known)
-    queue = await ctx.run(ctx.queue, topic, group)
-    return ctx, queue, body
+    return ctx, topic, group, body
+
+
+async def _existing(ctx: Context, topic: str, group: str) -> Queue:
+    """The group's handle, once the request passed its checks; settling never makes a group."""
+    return await ctx.run(ctx.queue, topic, group, None, create=False)
 
 
 def _one_or_many(body: dict[str, Any]) -> str | list[Any]:
@@ -228,13 +239,15 @@ def _settle_many(
 async def ack(request: Request) -> Response:
     """Ack one receipt (`receipt`), or many (`receipts`: in one store
     transaction, each acked or failed on its own)."""
-    ctx, queue, body = await _settle_body(request, {"receipt", "receipts"})
+    ctx, topic, group, body = await _settle_body(request, {"receipt", "receipts"})
     tokens = _one_or_many(body)
     if isinstance(tokens, str):
-        r = receipts.decode(tokens, queue.group, queue.topic)
+        r = receipts.decode(tokens, group, topic)
+        queue = await _existing(ctx, topic, group)
         await ctx.run(queue.ack, receipts.delivery(r))
         ctx.metrics.acks.labels(queue.topic, queue.group).inc()
         return json_response({"acked": 1})
+    queue = await _existing(ctx, topic, group)
     done, failed = await ctx.run(_settle_many, queue, tokens, queue.ack_many)
     if done:
         ctx.metrics.acks.labels(queue.topic, queue.group).inc(len(done))
@@ -242,7 +255,11 @@ async def ack(request: Request) -> Response:
 
 
 def _due_to_nack(ctx: Context, due: int) -> dict[str, Any]:
-    """An absolute due time (ms, the server's clock) as nack's arguments."""
+    """An absolute due time (ms, the server's clock) as nack's arguments.
+
+    A due time further ahead than a nack's delay may go is held to it (12
+    hours): the http:// store sends its client's due time, and the two
+    clocks may differ by a little."""
     if due == 0:
         return {}
     now = ctx.log.clock()
@@ -255,38 +272,47 @@ def _due_to_nack(ctx: Context, due: int) -> dict[str, Any]:
 async def nack(request: Request) -> Response:
     """Available again: at the front (default), at the back, after `delay` s, or
     at `due` (ms); one `receipt`, or many `receipts` in one store transaction."""
-    ctx, queue, body = await _settle_body(request, {"receipt", "receipts", "back", "delay", "due"})
+    ctx, topic, group, body = await _settle_body(request, {"receipt", "receipts", "back", "delay", "due"})
     tokens = _one_or_many(body)
     back = field(body, "back", bool, default=False)
     delay = number_field(body, "delay", default=None)
     due = int_field(body, "due", 0, default=None)
     if sum((back, delay is not None, due is not None)) > 1:
         raise InvalidRequest("send at most one of 'back', 'delay' and 'due'")
+    if delay is not None:
+        check_seconds("delay", delay, MAX_VISIBILITY_S)
+    if due is not None:
+        check_time_ms("due", due)
     options: dict[str, Any] = {"back": back, "delay": delay} if due is None else _due_to_nack(ctx, due)
     if isinstance(tokens, str):
-        r = receipts.decode(tokens, queue.group, queue.topic)
+        r = receipts.decode(tokens, group, topic)
+        queue = await _existing(ctx, topic, group)
         await ctx.run(lambda: queue.nack(receipts.delivery(r), **options))
         return json_response({"released": True})
+    queue = await _existing(ctx, topic, group)
     done, failed = await ctx.run(_settle_many, queue, tokens, lambda ds: queue.nack_many(ds, **options))
     return json_response({"released": len(done), "failed": failed})
 
 
 async def extend(request: Request) -> Response:
     """Push the lease out to `seconds` from now, or to `deadline` (ms, the
-    server's clock); one `receipt`, or many `receipts` in one store transaction."""
-    ctx, queue, body = await _settle_body(request, {"receipt", "receipts", "seconds", "deadline"})
+    server's clock, held to 12 hours ahead as `due` is); one `receipt`, or
+    many `receipts` in one store transaction."""
+    ctx, topic, group, body = await _settle_body(request, {"receipt", "receipts", "seconds", "deadline"})
     tokens = _one_or_many(body)
     if ("seconds" in body) == ("deadline" in body):
         raise InvalidRequest("send exactly one of 'seconds' and 'deadline'")
     if "seconds" in body:
-        seconds = number_field(body, "seconds")
+        seconds = check_seconds("seconds", number_field(body, "seconds"), MAX_VISIBILITY_S)
     else:
-        deadline = int_field(body, "deadline", 0)
+        deadline = check_time_ms("deadline", int_field(body, "deadline", 0))
         seconds = min(max(0.0, (deadline - ctx.log.clock() + 0.5) / 1000), MAX_VISIBILITY_S)
     if isinstance(tokens, str):
-        r = receipts.decode(tokens, queue.group, queue.topic)
+        r = receipts.decode(tokens, group, topic)
+        queue = await _existing(ctx, topic, group)
         d = await ctx.run(queue.extend, receipts.delivery(r), seconds)
         return json_response({"lease_deadline": d.lease_deadline})
+    queue = await _existing(ctx, topic, group)
     done, failed = await ctx.run(_settle_many, queue, tokens, lambda ds: queue.extend_many(ds, seconds))
     deadline_out = done[0].lease_deadline if done else None
     return json_response({"extended": len(done), "lease_deadline": deadline_out, "failed": failed})
@@ -294,9 +320,10 @@ async def extend(request: Request) -> Response:
 
 async def reject(request: Request) -> Response:
     """Straight to the dead-letter topic, with headers naming where it came from."""
-    ctx, queue, body = await _settle_body(request, {"receipt", "reason"})
-    r = receipts.decode(field(body, "receipt", str), queue.group, queue.topic)
+    ctx, topic, group, body = await _settle_body(request, {"receipt", "reason"})
+    r = receipts.decode(field(body, "receipt", str), group, topic)
     reason = field(body, "reason", str, default="rejected")
+    queue = await _existing(ctx, topic, group)
 
     def do() -> int:
         rows = ctx.log.read(r.topic, r.partition, after=r.offset - 1, limit=1) if r.offset else []
@@ -310,10 +337,10 @@ async def reject(request: Request) -> Response:
 
 
 async def stats(request: Request) -> Response:
+    """The group's figures; a read: it opens (registers) no group."""
     ctx = ctx_of(request)
     topic, group = topic_and_group(request)
-    queue = await ctx.run(ctx.queue, topic, group)
-    s = await ctx.run(queue.stats)
+    s = await ctx.run(queue_stats, ctx.log, topic, group)
     return json_response({"topic": topic, "group": group, **s._asdict()})
 
 

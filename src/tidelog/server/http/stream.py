@@ -34,7 +34,8 @@ async def stream(request: Request) -> Response:
     auto_commit = query_bool(request, "commit", True)
 
     def start() -> dict[int, int]:
-        consumer = ctx.consumer(group)
+        # A read until it commits: the group is registered with its first commit.
+        consumer = ctx.consumer(group, register=False)
         partitions = [only] if only >= 0 else range(ctx.log.topic(topic).partitions)
         return {p: consumer.committed(topic, p) for p in partitions}
 
@@ -51,9 +52,10 @@ async def stream(request: Request) -> Response:
         return out
 
     def commit(done: dict[int, int]) -> None:
-        consumer = ctx.consumer(group)
+        consumer = ctx.consumer(group, register=False)
         for p, offset in done.items():
             consumer.commit(topic, p, offset)
+        ctx.consumer(group)
 
     async def events() -> AsyncIterator[bytes]:
         yield f": {topic} for group {group}\n\n".encode()

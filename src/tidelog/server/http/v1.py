@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ...bounds import MAX_TIMESTAMP_MS
 from ...config import check_name, check_txn
 from ...errors import InvalidRequest, UnknownGroup, UnknownTopic
 from ...log import MAX_BATCH, Message
@@ -205,7 +206,7 @@ async def produce_batches(request: Request) -> Response:
     txn = field(body, "txn", str, default=None)
     if txn is not None:
         check_txn(txn)
-    txn_since = int_field(body, "txn_since", 0, default=0)
+    txn_since = int_field(body, "txn_since", 0, MAX_TIMESTAMP_MS, default=0)
     batches = field(body, "batches", list)
     if not batches:
         raise InvalidRequest("field 'batches' must hold at least one batch")
@@ -371,7 +372,9 @@ async def fetch(request: Request) -> Response:
     partitions = [only] if only >= 0 else list(range((await ctx.run(ctx.log.topic, topic)).partitions))
 
     def read() -> list[Message]:
-        consumer = ctx.consumer(group)
+        # A fetch reads after the committed offset and registers nothing (as
+        # Kafka's fetch): the group shows once it commits.
+        consumer = ctx.consumer(group, register=False)
         out: list[Message] = []
         for p in partitions:
             out += consumer.fetch(topic, p, limit - len(out), exclude_producer=exclude)
@@ -389,7 +392,7 @@ async def _offset_body(request: Request) -> tuple[str, int, int]:
     body = await json_object(request, ctx.settings.max_body)
     no_unknown(body, {"topic", "partition", "offset"})
     topic = check_name("topic", field(body, "topic", str))
-    return topic, int_field(body, "partition", 0), int_field(body, "offset", 0)
+    return topic, int_field(body, "partition", 0), int_field(body, "offset", 0, None)
 
 
 async def commit(request: Request) -> Response:
@@ -402,11 +405,13 @@ async def commit(request: Request) -> Response:
         return json_response(await member_commit(ctx, group, body))
     no_unknown(body, {"topic", "partition", "offset"})
     topic = check_name("topic", field(body, "topic", str))
-    partition, offset = int_field(body, "partition", 0), int_field(body, "offset", 0)
+    # An offset past the end, however large, is OffsetOutOfRange with the partition's bounds.
+    partition, offset = int_field(body, "partition", 0), int_field(body, "offset", 0, None)
 
     def do():
-        consumer = ctx.consumer(group)
+        consumer = ctx.consumer(group, register=False)
         consumer.commit(topic, partition, offset)
+        ctx.consumer(group)  # registered once the commit went through: a refused one writes nothing
         return consumer.committed(topic, partition)
 
     committed = await ctx.run(do)
@@ -417,7 +422,12 @@ async def seek(request: Request) -> Response:
     ctx = ctx_of(request)
     group = _group(request)
     topic, partition, offset = await _offset_body(request)
-    await ctx.run(lambda: ctx.consumer(group).seek(topic, partition, offset))
+
+    def do() -> None:
+        ctx.consumer(group, register=False).seek(topic, partition, offset)
+        ctx.consumer(group)  # registered once the seek went through
+
+    await ctx.run(do)
     return json_response({"group": group, "topic": topic, "partition": partition, "committed": offset})
 
 

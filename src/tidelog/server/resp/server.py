@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ...errors import ConfigurationError, LeaseLost, TidelogError
+from ...errors import ConfigurationError, InvalidRequest, LeaseLost, TidelogError
 from ...log import Log
 from ...records import BatchSent
 from ...streams import Add, Streams
@@ -473,8 +473,10 @@ class Connection:
                 if word in SETTLE:
                     try:
                         await self._settle(queue, delivery, command)
-                    except RespError as e:
-                        self.out.append(error(e.line))
+                    except (RespError, InvalidRequest) as e:
+                        # A bad answer (DACK past its bound): the message is
+                        # still the client's to answer.
+                        self.out.append(error(translate(e)))
                         continue
                     except LeaseLost as e:
                         self.out.append(error(translate(e)))

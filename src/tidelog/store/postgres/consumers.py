@@ -162,6 +162,10 @@ class PostgresConsumers(PostgresBase):
                     params,
                 )
                 conn.execute(
+                    "DELETE FROM tidelog_queue_finished WHERE pid = ANY(%(pids)s::bigint[]) AND grp = %(grp)s",
+                    params,
+                )
+                conn.execute(
                     "DELETE FROM tidelog_queue_consumers WHERE grp = %(grp)s AND topic_id = %(topic_id)s",
                     params,
                 )

@@ -366,6 +366,9 @@ class PostgresLog(PostgresBase):
 
     def read(self, topic: str, partition: int, after: int, limit: int) -> list[Row]:
         pid = self._pid(topic, partition)
+        # The range's upper bound is after + limit: held within bigint. Offsets
+        # are dense from 1, so nothing lies up there to be missed.
+        after = min(after, MAX_OFFSET - limit)
         params = {"pid": pid, "after": after, "limit": limit}
         shape = self._shapes.get(pid, _READ_BYTES)
         with self._conn() as conn:
@@ -460,6 +463,9 @@ class PostgresLog(PostgresBase):
                 "DELETE FROM tidelog_queue_state s USING tidelog_queue_cursors c "
                 'WHERE c.pid = %(pid)s AND s.grp = c.grp AND s.pid = %(pid)s AND s."offset" < %(before)s',
                 params,
+            )
+            conn.execute(
+                'DELETE FROM tidelog_queue_finished WHERE pid = %(pid)s AND "offset" < %(before)s', params
             )
             pipeline.sync()
             return int(one(removed)[0])

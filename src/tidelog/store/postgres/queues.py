@@ -22,12 +22,12 @@ writer gave for free:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ...errors import LeaseLost, UnknownGroup, UnknownTopic
 from ..base import ACK, EXTEND, RELEASE, RETURN, AppendBatch, Leased, QueueStats, Settle
-from ..leasing import HeldKeys, Picking, to_park
+from ..leasing import HeldKeys, Picking, first_available, to_park
 from .base import _APPEND, PostgresBase, _append_params, _PartitionGone, one, stored
 
 # Serialises the calls that take new records or move a cursor, per group and topic.
@@ -129,22 +129,38 @@ CROSS JOIN LATERAL (
 ) n
 """
 
-FINISH = 'DELETE FROM tidelog_queue_state WHERE grp = %s AND pid = %s AND "offset" = %s AND receipt = %s'
+# Finish a lease (an ack, a dead letter); answers 1 when the receipt held
+# it. A record delivered more than once keeps the receipt that finished it
+# (schema 5), so an earlier delivery's receipt stays refused.
+FINISH = """
+WITH gone AS (
+    DELETE FROM tidelog_queue_state WHERE grp = %s AND pid = %s AND "offset" = %s AND receipt = %s
+    RETURNING pid, "offset", grp, receipt, deliveries
+), kept AS (
+    INSERT INTO tidelog_queue_finished (pid, "offset", grp, receipt)
+    SELECT pid, "offset", grp, receipt FROM gone WHERE deliveries > 1
+    ON CONFLICT (pid, "offset", grp) DO UPDATE SET receipt = excluded.receipt
+)
+SELECT count(*) FROM gone
+"""
 
 # What became of a lease that a receipt no longer holds.
 _LEASE_ROW = """
 SELECT (SELECT scanned FROM tidelog_queue_cursors WHERE grp = %(grp)s AND pid = %(pid)s),
-       s.grp IS NOT NULL, s.receipt, s.deliveries
+       s.grp IS NOT NULL, s.receipt, s.deliveries,
+       (SELECT receipt FROM tidelog_queue_finished
+        WHERE pid = %(pid)s AND "offset" = %(offset)s AND grp = %(grp)s)
 FROM (VALUES (1)) AS one
 LEFT JOIN tidelog_queue_state s ON s.grp = %(grp)s AND s.pid = %(pid)s AND s."offset" = %(offset)s
 """
 
 # The same for many records at once, before a batch settles them.
 _LEASE_ROWS = """
-SELECT v.pid, v."offset", c.scanned, s.grp IS NOT NULL, s.receipt, s.deliveries
+SELECT v.pid, v."offset", c.scanned, s.grp IS NOT NULL, s.receipt, s.deliveries, f.receipt
 FROM unnest(%(pids)s::bigint[], %(offsets)s::bigint[]) AS v(pid, "offset")
 LEFT JOIN tidelog_queue_cursors c ON c.grp = %(grp)s AND c.pid = v.pid
 LEFT JOIN tidelog_queue_state s ON s.grp = %(grp)s AND s.pid = v.pid AND s."offset" = v."offset"
+LEFT JOIN tidelog_queue_finished f ON f.pid = v.pid AND f."offset" = v."offset" AND f.grp = %(grp)s
 """
 
 _EXTEND = (
@@ -178,9 +194,19 @@ _STATE_COUNTS = """
 SELECT count(*) FILTER (WHERE due <= %(now)s),
        count(*) FILTER (WHERE due > %(now)s AND receipt IS NOT NULL),
        count(*) FILTER (WHERE due > %(now)s AND receipt IS NULL),
-       min(due) FILTER (WHERE due <= %(now)s AND due > 0),  -- 0: nacked to the front, not a time
        (SELECT dead_lettered FROM tidelog_queue_groups WHERE grp = %(grp)s AND topic_id = %(topic_id)s)
 FROM tidelog_queue_state WHERE grp = %(grp)s AND pid = ANY(%(pids)s::bigint[])
+"""
+
+# The records of the group's available state rows (released, expired,
+# passed over), oldest append first, a page at a time (keyset): how old the
+# oldest is (`leasing.first_available`) is usually told by the first row.
+_AVAILABLE_STATE = """
+SELECT r.ts, r.meta, r.pid, r."offset" FROM tidelog_queue_state s
+JOIN tidelog_records r ON r.pid = s.pid AND r."offset" = s."offset"
+WHERE s.grp = %(grp)s AND s.pid = ANY(%(pids)s::bigint[]) AND s.due <= %(now)s
+  AND (r.ts, r.pid, r."offset") > (%(ts)s, %(pid)s, %(offset)s)
+ORDER BY r.ts, r.pid, r."offset" LIMIT 100
 """
 
 # Per partition: the cursor, and the first and last records past it.
@@ -423,22 +449,22 @@ class PostgresQueues(PostgresBase):
     def _lease_lost(
         self, conn: Any, group: str, topic: str, partition: int, pid: int, offset: int
     ) -> LeaseLost:
-        _, found, receipt, deliveries = conn.execute(
+        _, found, receipt, deliveries, finished = conn.execute(
             _LEASE_ROW, {"grp": group, "pid": pid, "offset": offset}
         ).fetchone()
-        return lease_lost(group, topic, partition, offset, found, receipt, deliveries)
+        return lease_lost(group, topic, partition, offset, found, receipt, deliveries, finished)
 
     def queue_ack(self, group: str, topic: str, partition: int, offset: int, receipt: str) -> None:
         pid = self._pid(topic, partition)
         with self._conn() as conn:
-            if conn.execute(FINISH, (group, pid, offset, receipt)).rowcount == 1:
+            if one(conn.execute(FINISH, (group, pid, offset, receipt)))[0] == 1:
                 return
-            scanned, found, held, deliveries = one(
+            scanned, found, held, deliveries, finished = one(
                 conn.execute(_LEASE_ROW, {"grp": group, "pid": pid, "offset": offset})
             )
-        if not found and scanned is not None and offset <= scanned:
-            return  # done already: acking twice is a no-op
-        raise lease_lost(group, topic, partition, offset, found, held, deliveries)
+        if done(offset, receipt, scanned, found, finished):
+            return  # done already with this receipt: acking twice is a no-op
+        raise lease_lost(group, topic, partition, offset, found, held, deliveries, finished)
 
     def queue_extend(
         self, group: str, topic: str, partition: int, offset: int, receipt: str, deadline: int
@@ -507,26 +533,26 @@ class PostgresQueues(PostgresBase):
                     cursors.append(cur)
             # Why a receipt failed, told as the single call would have: the
             # state before the batch, carried forward through its successes.
-            state = {(pid, o): (scanned, found, held, n) for pid, o, scanned, found, held, n in before}
+            state = {(pid, o): rest for pid, o, *rest in before}
             for s, pid, cur in zip(settles, pids, cursors):
-                scanned, found, held, deliveries = state[pid, s.offset]
-                if cur.rowcount == 1:
+                scanned, found, held, deliveries, finished = state[pid, s.offset]
+                settled = one(cur)[0] == 1 if s.action == ACK else cur.rowcount == 1
+                if settled:
                     out.append(None)
                     if s.action == ACK:
-                        state[pid, s.offset] = (scanned, False, None, None)
+                        kept = s.receipt if deliveries is not None and deliveries > 1 else None
+                        state[pid, s.offset] = [scanned, False, None, None, kept]
                     elif s.action == RELEASE:
-                        state[pid, s.offset] = (scanned, found, None, deliveries)
+                        state[pid, s.offset] = [scanned, found, None, deliveries, finished]
                     elif s.action == RETURN:
-                        state[pid, s.offset] = (
-                            scanned,
-                            found,
-                            None,
-                            None if deliveries is None else deliveries - 1,
-                        )
-                elif s.action == ACK and not found and scanned is not None and s.offset <= scanned:
-                    out.append(None)  # done already: acking twice is a no-op
+                        less = None if deliveries is None else deliveries - 1
+                        state[pid, s.offset] = [scanned, found, None, less, finished]
+                elif s.action == ACK and done(s.offset, s.receipt, scanned, found, finished):
+                    out.append(None)  # done already with this receipt: acking twice is a no-op
                 else:
-                    out.append(lease_lost(group, topic, s.partition, s.offset, found, held, deliveries))
+                    out.append(
+                        lease_lost(group, topic, s.partition, s.offset, found, held, deliveries, finished)
+                    )
         return out
 
     def queue_dead_letter(
@@ -544,7 +570,18 @@ class PostgresQueues(PostgresBase):
         topic_id = self._topic_pids(topic)[0]
         append = _append_params(dead_letter)
         for attempt in (0, 1):
-            append["pid"] = self._pid(dead_letter.topic, dead_letter.partition, refresh=attempt == 1)
+            try:
+                append["pid"] = self._pid(dead_letter.topic, dead_letter.partition, refresh=attempt == 1)
+            except UnknownTopic:
+                # No dead-letter topic (yet): a receipt that holds no lease is told so first.
+                with self._conn() as conn:
+                    held = conn.execute(
+                        'SELECT receipt FROM tidelog_queue_state WHERE grp = %s AND pid = %s AND "offset" = %s',
+                        (group, pid, offset),
+                    ).fetchone()
+                    if held is None or held[0] != receipt:
+                        raise self._lease_lost(conn, group, topic, partition, pid, offset) from None
+                raise
             with self._conn() as conn:
                 try:
                     with conn.transaction(), conn.pipeline() as pipeline:
@@ -557,7 +594,7 @@ class PostgresQueues(PostgresBase):
                         finished = conn.execute(FINISH, (group, pid, offset, receipt))
                         appended = conn.execute(_APPEND, append)
                         pipeline.sync()
-                        if finished.rowcount != 1:
+                        if one(finished)[0] != 1:
                             raise _LeaseGone
                         row = appended.fetchone()
                         if row is None:
@@ -580,25 +617,61 @@ class PostgresQueues(PostgresBase):
             with conn.pipeline():
                 counts = conn.execute(_STATE_COUNTS, params)
                 waiting_rows = conn.execute(_WAITING, params).fetchall()
-                available, in_flight, delayed, oldest, dead = one(counts)
-            for pid, scanned, first, first_ts, last in waiting_rows:
+                available, in_flight, delayed, dead = one(counts)
+            # When the oldest available record became available: a nack to
+            # the front (due 0) or an expiry does not make a record younger.
+            oldest = first_available(self._available_state(conn, params), due_of)
+            for pid, scanned, first, _, last in waiting_rows:
                 # Offsets past the cursor are dense but for what trim removed
                 # from the front: count from the first record held.
                 waiting = last - first + 1
+                first_due: int | None = None
                 # Only records with a meta blob can carry a delay.
                 for ts, meta in conn.execute(
                     'SELECT ts, meta FROM tidelog_records WHERE pid = %s AND "offset" > %s AND meta IS NOT NULL',
                     (pid, scanned),
                     binary=True,
                 ):
-                    if due_of(ts, meta) > now:
+                    due = due_of(ts, meta)
+                    if due > now:
                         waiting -= 1
                         delayed += 1
+                    elif first_due is None or due < first_due:
+                        first_due = due
                 available += waiting
-                if waiting:
-                    oldest = first_ts if oldest is None else min(oldest, first_ts)
+                plain = conn.execute(
+                    'SELECT ts FROM tidelog_records WHERE pid = %s AND "offset" > %s AND meta IS NULL '
+                    'ORDER BY "offset" LIMIT 1',
+                    (pid, scanned),
+                ).fetchone()
+                for since in (first_due, None if plain is None else plain[0]):
+                    if since is not None and (oldest is None or since < oldest):
+                        oldest = since
         age = 0 if oldest is None else max(0, now - oldest)
         return QueueStats(available, in_flight, delayed, dead or 0, age)
+
+    @staticmethod
+    def _available_state(conn: Any, params: dict[str, Any]) -> Iterator[tuple[int, bytes | None]]:
+        """(ts, meta) of the records of available state rows, oldest append first."""
+        after = {**params, "ts": -1, "pid": -1, "offset": -1}
+        while True:
+            rows = conn.execute(_AVAILABLE_STATE, after, binary=True).fetchall()
+            for ts, meta, pid, offset in rows:
+                yield ts, meta
+                after.update(ts=ts, pid=pid, offset=offset)
+            if len(rows) < 100:
+                return
+
+
+def done(offset: int, receipt: str, scanned: int | None, found: bool, finished: str | None) -> bool:
+    """The record is finished, and `receipt` may have finished it: its final
+    receipt when it was delivered more than once, else any (a record finished
+    at its first delivery had no other receipt)."""
+    if found:
+        return False
+    if finished is not None:
+        return finished == receipt
+    return scanned is not None and offset <= scanned
 
 
 def lease_lost(
@@ -609,8 +682,14 @@ def lease_lost(
     found: bool,
     receipt: str | None,
     deliveries: int | None,
+    finished: str | None = None,
 ) -> LeaseLost:
     where = f"{topic!r}/{partition} offset {offset} in group {group!r}"
+    if not found and finished is not None:
+        return LeaseLost(
+            f"record {where} was finished under a later delivery; "
+            "this receipt is from an earlier one (its lease had expired)"
+        )
     if not found:
         return LeaseLost(f"record {where} is already done (acked or dead-lettered)")
     if receipt is None:

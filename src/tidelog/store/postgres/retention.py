@@ -125,6 +125,12 @@ class PostgresRetention(PostgresBase):
             if conn.execute(_HOLD, (pid,)).fetchone() is None:
                 return 0, 0  # deleted meanwhile
             row = one(conn.execute(_DELETE_PREFIX, {"pid": pid, "through": through, "limit": limit}))
+            # The finished receipts of what went: no ack can name those records now.
+            conn.execute(
+                'DELETE FROM tidelog_queue_finished WHERE pid = %(pid)s AND "offset" <= '
+                "(SELECT removed_through FROM tidelog_partitions WHERE id = %(pid)s)",
+                {"pid": pid},
+            )
         return int(row[0]), int(row[1])
 
     def delete_offsets(self, topic: str, partition: int, offsets: list[int]) -> int:
@@ -135,6 +141,10 @@ class PostgresRetention(PostgresBase):
             if conn.execute(_HOLD, (pid,)).fetchone() is None:
                 return 0
             row = one(conn.execute(_DELETE_OFFSETS, {"pid": pid, "offsets": list(offsets)}))
+            conn.execute(
+                'DELETE FROM tidelog_queue_finished WHERE pid = %s AND "offset" = ANY(%s::bigint[])',
+                (pid, list(offsets)),
+            )
         # The partition's last_offset is a counter of its own: appends go on
         # after the highest offset ever given even when the newest went here.
         return int(row[0])

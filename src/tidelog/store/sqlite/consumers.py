@@ -88,6 +88,7 @@ class SQLiteConsumers(SQLiteBase):
             for pid in pids:
                 db.execute("DELETE FROM queue_cursors WHERE grp = ? AND pid = ?", (group, pid))
                 db.execute("DELETE FROM queue_state WHERE grp = ? AND pid = ?", (group, pid))
+                db.execute("DELETE FROM queue_finished WHERE pid = ? AND grp = ?", (pid, group))
             db.execute("DELETE FROM queue_consumers WHERE grp = ? AND topic_id = ?", (group, topic_id))
             # The name stays registered while it is used anywhere else.
             db.execute(

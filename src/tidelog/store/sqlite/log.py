@@ -151,6 +151,7 @@ class SQLiteLog(SQLiteBase):
                 db.execute(
                     "DELETE FROM queue_state WHERE grp IN (SELECT grp FROM queue_groups) AND pid = ?", (pid,)
                 )
+                db.execute("DELETE FROM queue_finished WHERE pid = ?", (pid,))
             db.execute("DELETE FROM queue_groups WHERE topic_id = ?", (row[0],))
             db.execute(
                 "DELETE FROM group_assignment WHERE grp IN (SELECT grp FROM group_state) AND topic = ?",
@@ -287,7 +288,8 @@ class SQLiteLog(SQLiteBase):
         with self._read() as conn:
             cur = conn.execute(
                 "SELECT id - ?1, ts, value, meta FROM records WHERE id > ?2 AND id < ?3 ORDER BY id LIMIT ?4",
-                (lo, lo + after, lo + OFFSET_SPAN, limit),
+                # Past the span nothing is held; the bound keeps SQLite's integers 64-bit.
+                (lo, lo + min(after, OFFSET_SPAN), lo + OFFSET_SPAN, limit),
             )
             # From the cursor into `make`: each row tuple is freed at once.
             rows = cur.fetchall() if make is None else list(map(make, cur))
@@ -320,6 +322,7 @@ class SQLiteLog(SQLiteBase):
                     "UPDATE partitions SET base_offset = max(base_offset, ?) WHERE id = ?", (before - 1, pid)
                 )
                 db.execute("DELETE FROM queue_state WHERE pid = ? AND offset < ?", (pid, before))
+                db.execute("DELETE FROM queue_finished WHERE pid = ? AND offset < ?", (pid, before))
         return removed
 
     def commit(self, group: str, topic: str, partition: int, offset: int) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ...errors import LeaseLost, UnknownGroup, UnknownTopic
 from ..base import ACK, EXTEND, RELEASE, RETURN, AppendBatch, Leased, QueueStats, Settle
-from ..leasing import HeldKeys, Picking, to_park
+from ..leasing import HeldKeys, Picking, first_available, to_park
 from .base import SQLiteBase
 
 OFFSET_BITS = 40
@@ -53,6 +53,16 @@ RETURNING offset
 
 
 _GROUP_EXISTS = "SELECT 1 FROM queue_groups WHERE grp = ? AND topic_id = ?"
+
+# Finishing a lease (an ack, a dead letter): a record delivered more than
+# once keeps the receipt that finished it (schema 8), so an earlier
+# delivery's receipt stays refused. Both run in one transaction, this first.
+_KEEP_FINISHED = (
+    "INSERT OR REPLACE INTO queue_finished(pid, offset, grp, receipt) "
+    "SELECT pid, offset, grp, receipt FROM queue_state "
+    "WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ? AND deliveries > 1"
+)
+_FINISH = "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?"
 
 
 class SQLiteQueues(SQLiteBase):
@@ -280,12 +290,25 @@ class SQLiteQueues(SQLiteBase):
         ).fetchone()
         return row
 
+    @staticmethod
+    def _finished_receipt(db: sqlite3.Connection, group: str, pid: int, offset: int) -> str | None:
+        row = db.execute(
+            "SELECT receipt FROM queue_finished WHERE pid = ? AND offset = ? AND grp = ?",
+            (pid, offset, group),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
     def _lease_lost(
         self, db: sqlite3.Connection, group: str, topic: str, partition: int, pid: int, offset: int
     ) -> LeaseLost:
         row = self._lease_row(db, group, pid, offset)
         where = f"{topic!r}/{partition} offset {offset} in group {group!r}"
         if row is None:
+            if self._finished_receipt(db, group, pid, offset) is not None:
+                return LeaseLost(
+                    f"record {where} was finished under a later delivery; "
+                    "this receipt is from an earlier one (its lease had expired)"
+                )
             return LeaseLost(f"record {where} is already done (acked or dead-lettered)")
         if row[0] is None:
             return LeaseLost(f"the lease on {where} was released or expired; it will be delivered again")
@@ -293,24 +316,26 @@ class SQLiteQueues(SQLiteBase):
             f"the lease on {where} expired and the record was delivered again (delivery {row[1]})"
         )
 
+    @staticmethod
+    def _finish(db: sqlite3.Connection, group: str, pid: int, offset: int, receipt: str) -> bool:
+        """End the lease `receipt` holds, keeping the receipt when it was not
+        the record's first delivery; False when the receipt holds no lease."""
+        key = (group, pid, offset, receipt)
+        db.execute(_KEEP_FINISHED, key)
+        return db.execute(_FINISH, key).rowcount == 1
+
     def queue_ack(self, group: str, topic: str, partition: int, offset: int, receipt: str) -> None:
         pid = self._pid(topic, partition)
         with self._lock:
-            cur = self._db.execute(
-                "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?",
-                (group, pid, offset, receipt),
-            )
+            # The common case in one autocommit statement: a first delivery
+            # leaves nothing behind when it is acked.
+            cur = self._db.execute(_FINISH + " AND deliveries <= 1", (group, pid, offset, receipt))
             if cur.rowcount == 1:
                 return
-        with self._read() as conn:
-            row = self._lease_row(conn, group, pid, offset)
-            scanned_row = conn.execute(
-                "SELECT scanned FROM queue_cursors WHERE grp = ? AND pid = ?", (group, pid)
-            ).fetchone()
-        if row is None and scanned_row is not None and offset <= scanned_row[0]:
-            return  # done already: acking twice is a no-op
-        with self._read() as conn:
-            raise self._lease_lost(conn, group, topic, partition, pid, offset)
+        with self._write() as db:
+            if self._finish(db, group, pid, offset, receipt) or self._done(db, group, pid, offset, receipt):
+                return  # acked now, or done already with this receipt: acking twice is a no-op
+            raise self._lease_lost(db, group, topic, partition, pid, offset)
 
     def _update_lease(
         self, sql: str, params: tuple[Any, ...], group: str, topic: str, partition: int, offset: int
@@ -357,10 +382,8 @@ class SQLiteQueues(SQLiteBase):
             for s, pid in zip(settles, pids):
                 key = (group, pid, s.offset, s.receipt)
                 if s.action == ACK:
-                    cur = db.execute(
-                        "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?",
-                        key,
-                    )
+                    db.execute(_KEEP_FINISHED, key)
+                    cur = db.execute(_FINISH, key)
                 elif s.action == EXTEND:
                     cur = db.execute(
                         "UPDATE queue_state SET due = ? "
@@ -388,7 +411,7 @@ class SQLiteQueues(SQLiteBase):
                         "WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?",
                         (s.time, *key),
                     )
-                if cur.rowcount == 1 or (s.action == ACK and self._done(db, group, pid, s.offset)):
+                if cur.rowcount == 1 or (s.action == ACK and self._done(db, group, pid, s.offset, s.receipt)):
                     out.append(None)  # (acking what is done already is a no-op)
                     continue
                 lost = self._lease_lost(db, group, topic, s.partition, pid, s.offset)
@@ -398,10 +421,15 @@ class SQLiteQueues(SQLiteBase):
                     out.append(lost)
         return out
 
-    def _done(self, db: sqlite3.Connection, group: str, pid: int, offset: int) -> bool:
-        """The record has no state row and the group's cursor passed it."""
+    def _done(self, db: sqlite3.Connection, group: str, pid: int, offset: int, receipt: str) -> bool:
+        """The record is finished, and `receipt` may have finished it: its
+        final receipt when it was delivered more than once, else any (a
+        record finished at its first delivery had no other receipt)."""
         if self._lease_row(db, group, pid, offset) is not None:
             return False
+        finished = self._finished_receipt(db, group, pid, offset)
+        if finished is not None:
+            return finished == receipt
         row = db.execute(
             "SELECT scanned FROM queue_cursors WHERE grp = ? AND pid = ?", (group, pid)
         ).fetchone()
@@ -417,15 +445,13 @@ class SQLiteQueues(SQLiteBase):
         dead_letter: AppendBatch,
     ) -> int:
         pid = self._pid(topic, partition)
-        dlq_pid = self._pid(dead_letter.topic, dead_letter.partition)
         topic_id = self._pids[topic][0]
         with self._write() as db:
-            cur = db.execute(
-                "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?",
-                (group, pid, offset, receipt),
-            )
-            if cur.rowcount != 1:
+            if not self._finish(db, group, pid, offset, receipt):
                 raise self._lease_lost(db, group, topic, partition, pid, offset)
+            # After the lease: a stale receipt is LeaseLost even when the
+            # dead-letter topic is missing (UnknownTopic here rolls back).
+            dlq_pid = self._pid(dead_letter.topic, dead_letter.partition)
             first = self._append_in(db, dlq_pid, dead_letter)
             if first is None:
                 raise UnknownTopic(f"dead-letter topic {dead_letter.topic!r} does not exist")
@@ -440,7 +466,13 @@ class SQLiteQueues(SQLiteBase):
     ) -> QueueStats:
         topic_id, pids = self._all_pids(topic)
         available = in_flight = delayed = 0
-        oldest: int | None = None
+        oldest: int | None = None  # when the oldest available record became available
+
+        def older(since: int | None) -> None:
+            nonlocal oldest
+            if since is not None and (oldest is None or since < oldest):
+                oldest = since
+
         with self._read() as conn:
             row = conn.execute(
                 "SELECT dead_lettered FROM queue_groups WHERE grp = ? AND topic_id = ?", (group, topic_id)
@@ -453,36 +485,49 @@ class SQLiteQueues(SQLiteBase):
                 ):
                     if due <= now:
                         available += 1
-                        if due > 0:  # 0 means nacked to the front: an order, not a time
-                            oldest = due if oldest is None else min(oldest, due)
                     elif receipt is None:
                         delayed += 1
                     else:
                         in_flight += 1
+                # Released, expired or passed over: as old as their records (a
+                # nack to the front, due 0, is an order, not a time).
+                older(
+                    first_available(
+                        conn.execute(
+                            "SELECT r.ts, r.meta FROM queue_state s JOIN records r ON r.id = ?1 + s.offset "
+                            "WHERE s.grp = ?2 AND s.pid = ?3 AND s.due <= ?4 ORDER BY r.ts",
+                            (lo, group, pid, now),
+                        ),
+                        due_of,
+                    )
+                )
                 srow = conn.execute(
                     "SELECT scanned FROM queue_cursors WHERE grp = ? AND pid = ?", (group, pid)
                 ).fetchone()
                 scanned = srow[0] if srow else 0
-                first = conn.execute(
-                    "SELECT id - ?1, ts FROM records WHERE id > ?2 AND id < ?3 ORDER BY id LIMIT 1",
-                    (lo, lo + scanned, lo + OFFSET_SPAN),
+                last = conn.execute(
+                    "SELECT max(id) - ?1 FROM records WHERE id BETWEEN ?1 AND ?2", (lo, lo + OFFSET_SPAN - 1)
+                ).fetchone()[0]
+                if last is None or last <= scanned:
+                    continue
+                waiting = last - scanned
+                # Only records with a meta blob can carry a delay.
+                for ts, meta in conn.execute(
+                    "SELECT ts, meta FROM records WHERE id > ?1 AND id < ?2 AND meta IS NOT NULL",
+                    (lo + scanned, lo + OFFSET_SPAN),
+                ):
+                    due = due_of(ts, meta)
+                    if due > now:
+                        waiting -= 1
+                        delayed += 1
+                    else:
+                        older(due)
+                available += waiting
+                plain = conn.execute(
+                    "SELECT ts FROM records WHERE id > ?1 AND id < ?2 AND meta IS NULL ORDER BY id LIMIT 1",
+                    (lo + scanned, lo + OFFSET_SPAN),
                 ).fetchone()
-                if first is not None:
-                    last = conn.execute(
-                        "SELECT max(id) - ?1 FROM records WHERE id BETWEEN ?2 AND ?3",
-                        (lo, lo, lo + OFFSET_SPAN - 1),
-                    ).fetchone()[0]
-                    waiting = last - scanned
-                    # Only records with a meta blob can carry a delay.
-                    for ts, meta in conn.execute(
-                        "SELECT ts, meta FROM records WHERE id > ?1 AND id < ?2 AND meta IS NOT NULL",
-                        (lo + scanned, lo + OFFSET_SPAN),
-                    ):
-                        if due_of(ts, meta) > now:
-                            waiting -= 1
-                            delayed += 1
-                    available += waiting
-                    if waiting:
-                        oldest = first[1] if oldest is None else min(oldest, first[1])
+                if plain is not None:
+                    older(plain[0])
         age = 0 if oldest is None else max(0, now - oldest)
         return QueueStats(available, in_flight, delayed, dead, age)

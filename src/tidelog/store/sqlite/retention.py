@@ -86,6 +86,8 @@ class SQLiteRetention(SQLiteBase):
             count, size, top = row
             if count:
                 db.execute("DELETE FROM records WHERE id > ?1 AND id <= ?2", (lo, top))
+                # The finished receipts of what went: no ack can name those records now.
+                db.execute("DELETE FROM queue_finished WHERE pid = ? AND offset <= ?", (pid, top - lo))
             if count < limit:
                 top = lo + through
             if top is not None:
@@ -110,6 +112,10 @@ class SQLiteRetention(SQLiteBase):
                 ids,
             ).fetchone()[0]
             db.execute(f"DELETE FROM records WHERE id IN ({marks})", ids)
+            db.execute(
+                f"DELETE FROM queue_finished WHERE pid = ? AND offset IN ({','.join('?' * len(offsets))})",
+                (pid, *offsets),
+            )
             # Appends continue after the highest offset ever given, even when
             # compaction removed the newest record.
             db.execute(

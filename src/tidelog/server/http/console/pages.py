@@ -11,8 +11,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from ....config import check_int, check_name
-from ....errors import InvalidRequest, UnknownGroup, UnknownPartition
+from ....bounds import MAX_OFFSET
+from ....config import MAX_PARTITIONS, check_int, check_name
+from ....errors import InvalidRequest, NotFound, UnknownGroup, UnknownPartition
 from ....log import Log
 from ....records import Message
 from ....resets import offset_for_time
@@ -49,15 +50,13 @@ def overview(log: Log, history: History, cached: bool = False) -> dict[str, Any]
     return {"ov": ov, "fields": fields, "charts": {}, "banners": ov.banners}
 
 
-def _int_arg(args: dict[str, str], name: str, minimum: int = 0) -> int | None:
+def _int_arg(args: dict[str, str], name: str, maximum: int, minimum: int = 0) -> int | None:
     raw = args.get(name, "").strip()
     if not raw:
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidRequest(f"{name} must be a whole number, not {raw!r}") from None
-    return check_int(name, value, minimum)
+    if not raw.isascii() or not raw.lstrip("-").isdigit() or len(raw) > 40:
+        raise InvalidRequest(f"{name} must be a whole number from {minimum} to {maximum}, not {raw[:40]!r}")
+    return check_int(name, int(raw), minimum, maximum)
 
 
 def parse_time(raw: str, what: str = "from time") -> int:
@@ -75,7 +74,7 @@ def _browse(
     log: Log, topic: str, partition: int, first: int, last: int, args: dict[str, str]
 ) -> dict[str, Any]:
     """The record browser: a page of records from an offset or a time, or a key search."""
-    after = _int_arg(args, "after")
+    after = _int_arg(args, "after", MAX_OFFSET)
     key = args.get("key", "")
     note = ""
     if args.get("from_time", "").strip():
@@ -121,7 +120,7 @@ def _browse(
 def topic(log: Log, history: History, name: str, args: dict[str, str]) -> dict[str, Any]:
     check_name("topic", name)
     desc = log.describe(name)
-    partition = _int_arg(args, "partition") or 0
+    partition = _int_arg(args, "partition", MAX_PARTITIONS - 1) or 0
     if partition >= len(desc.partitions):
         raise UnknownPartition(
             f"topic {name!r} has partitions 0..{len(desc.partitions) - 1}; partition {partition} does not exist"
@@ -154,15 +153,15 @@ def topic(log: Log, history: History, name: str, args: dict[str, str]) -> dict[s
 
 def record(log: Log, name: str, partition: int, offset: int) -> dict[str, Any]:
     check_name("topic", name)
-    check_int("partition", partition, 0)
-    check_int("offset", offset, 1)
+    check_int("partition", partition, 0, MAX_PARTITIONS - 1)
+    check_int("offset", offset, 1, MAX_OFFSET)
     desc = log.describe(name)
     if partition >= len(desc.partitions):
         raise UnknownPartition(f"topic {name!r} has no partition {partition}")
     found = log.read(name, partition, offset - 1, 1)
     if not found or found[0].offset != offset:
         p = desc.partitions[partition]
-        raise InvalidRequest(
+        raise NotFound(
             f"{name}/{partition} holds no record at offset {offset} (it holds {p.first_offset}..{p.last_offset})"
         )
     msg = found[0]

@@ -16,6 +16,7 @@ from starlette.staticfiles import StaticFiles
 
 from ....errors import TidelogError
 from ..auth import SESSION_COOKIE, session_cookie
+from ..bodies import query_dict
 from ..errors import Forbidden, TooManyRequests, status_for
 from ..responses import ctx_of
 from . import actions, pages
@@ -59,16 +60,25 @@ async def _api(request: Request, build: Callable[..., dict[str, Any]], *args: An
 
 
 def _args(request: Request) -> dict[str, str]:
-    return dict(request.query_params)
+    return query_dict(request)  # undecodable text is refused, not searched for as U+FFFD
 
 
 async def overview(request: Request) -> Response:
     return await _page(request, "overview.html", pages.overview, history_of(request))
 
 
+def _topic_page(request: Request) -> Callable[..., dict[str, Any]]:
+    """pages.topic with the request's query: a bad one is the page's error, as a bad name is."""
+
+    def build(log: Any, history: History, name: str) -> dict[str, Any]:
+        return pages.topic(log, history, name, _args(request))
+
+    return build
+
+
 async def topic(request: Request) -> Response:
     name = request.path_params["topic"]
-    return await _page(request, "topic.html", pages.topic, history_of(request), name, _args(request))
+    return await _page(request, "topic.html", _topic_page(request), history_of(request), name)
 
 
 async def record(request: Request) -> Response:
@@ -93,7 +103,7 @@ async def api_overview(request: Request) -> Response:
 
 async def api_topic(request: Request) -> Response:
     name = request.path_params["topic"]
-    return await _api(request, pages.topic, history_of(request), name, _args(request))
+    return await _api(request, _topic_page(request), history_of(request), name)
 
 
 async def api_stream_group(request: Request) -> Response:
