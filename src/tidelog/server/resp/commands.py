@@ -25,7 +25,9 @@ from .codec import (
     Simple,
     Verbatim,
     arity_error,
+    text,
 )
+from .subscribe import subscribe
 
 if TYPE_CHECKING:
     from .server import Connection
@@ -38,10 +40,6 @@ Handler = Callable[["Connection", list[bytes]], Awaitable[Any]]
 
 
 # argument helpers ------------------------------------------------------------
-
-
-def text(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace")
 
 
 def integer(raw: bytes, minimum: int = 0, error: str = NOT_INTEGER) -> int:
@@ -722,7 +720,7 @@ async def cmd_topics(conn: Connection, args: list[bytes]) -> Any:
 
 
 async def cmd_subscribe(conn: Connection, args: list[bytes]) -> Any:
-    await conn.subscribe(text(args[0]))
+    await subscribe(conn, text(args[0]))
     return NO_REPLY
 
 
@@ -765,7 +763,7 @@ COMMANDS: dict[str, tuple[Handler, int, int]] = {
     "ack": (cmd_settle_outside, 1, 0),
     "nack": (cmd_settle_outside, 1, 0),
     "back": (cmd_settle_outside, 1, 0),
-    "dack": (cmd_settle_outside, 2, 0),
+    "dack": (cmd_settle_outside, -1, 0),
 }
 
 # One line a command: COMMAND DOCS answers it, and the docs' command table is generated from it.
