@@ -64,6 +64,14 @@ def _request_size(ctx: click.Context, param: click.Parameter, value: str) -> int
     help="Also serve the Redis protocol on this port (same host and token); 0 turns it off.",
 )
 @click.option(
+    "--resp-subscribe",
+    type=click.Choice(["miniqueue", "redis"]),
+    default="miniqueue",
+    show_default=True,
+    help="How Redis SUBSCRIBE frames its messages on RESP2: miniqueue's (the value as a bulk string) or"
+    " Redis's pub/sub frames (RESP3 connections always get those).",
+)
+@click.option(
     "--clean-interval",
     type=click.FloatRange(0),
     default=60.0,
@@ -158,6 +166,7 @@ def serve(
     tls_cert: str | None,
     tls_key: str | None,
     resp_port: int,
+    resp_subscribe: str,
     clean_interval: float,
     txn_window: str,
     log_level: str,
@@ -206,6 +215,7 @@ def serve(
             tls_cert=tls_cert,
             tls_key=tls_key,
             resp_port=resp_port,
+            resp_subscribe=resp_subscribe,
             clean_interval=clean_interval,
             txn_window=txn_window,
             auto_create=session.auto_create,

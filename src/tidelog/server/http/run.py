@@ -142,8 +142,10 @@ def serve(
     runs that many server processes on the port (Linux; see workers.py):
     the background cleaner runs in the first only, and the Redis front
     listens in every one (SO_REUSEPORT), each waking on the others' appends
-    through the store. Extra keywords go to `create_app` (max_wait, keepalive,
-    clean_interval, auto_create, default_partitions) or to granian's server.
+    through the store. `resp_subscribe`: SUBSCRIBE's frames on RESP2
+    ("miniqueue" or "redis", see server/resp/subscribe.py). Extra keywords go
+    to `create_app` (max_wait, keepalive, clean_interval, auto_create,
+    default_partitions) or to granian's server.
     """
     if token is None:
         token = os.environ.get("TIDELOG_TOKEN") or None
@@ -222,6 +224,7 @@ def _serve_process(
         "limits",
     )
     app_kw = {k: kw.pop(k) for k in app_options if k in kw}
+    resp_subscribe = kw.pop("resp_subscribe", "miniqueue")
     is_home = home is not None and worker == 0
     app = create_app(url, token, max_body=max_body, member_home=None if is_home else home, **app_kw)
     server = build_server(app, host, port, tls_cert, tls_key, **kw)
@@ -243,6 +246,7 @@ def _serve_process(
                 hub=app.state.ctx.hub,
                 reuse_port=worker is not None,
                 limits=app.state.ctx.settings.limits,
+                subscribe_frames=resp_subscribe,
             )
             say("Redis protocol on %s:%s (redis-cli -p %s)", host, resp_port, resp_port)
         stopping: list[asyncio.Task] = []

@@ -204,4 +204,7 @@ async def _release(conn: Connection, queue: Queue, delivery: Any) -> None:
     try:
         await conn.server.run(queue.nack, delivery)
     except TidelogError:
-        pass  # the lease ended already: the record is due again anyway
+        return  # the lease ended already: the record is due again anyway
+    # Subscribers waiting here polled while it was leased: they would sleep
+    # until its lease's end. A release is no append, so they hear it from us.
+    conn.server.log.notifier.notify(queue.topic)
