@@ -21,7 +21,7 @@ from typing import Any
 import redis
 
 import tidelog
-from tidelog.server.resp import start_resp_server, stop_resp_server
+from tidelog.server.resp import resp_state, start_resp_server, stop_resp_server
 
 
 class ServerThread:
@@ -38,6 +38,10 @@ class ServerThread:
 
     def _call(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
+
+    def state(self) -> Any:
+        """The listener's RespServer (its connections, its counters)."""
+        return resp_state(self.server)
 
     def client(self, **kw: Any) -> redis.Redis:
         return redis.Redis(port=self.port, socket_timeout=10, **kw)
