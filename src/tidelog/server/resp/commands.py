@@ -832,11 +832,12 @@ SUMMARIES = {
     "type": "`stream` for a one-partition topic, `tidelog-topic` for a larger one, `none` for a missing key.",
     "publish": "Appends a record to a topic; replies OK once committed.",
     "topics": "Lists the topics.",
-    "subscribe": "Turns the connection into a one-message-at-a-time consumer of a topic's queue group.",
+    "subscribe": "Turns the connection into a one-message-at-a-time consumer of a topic's queue group "
+    "(miniqueue's frames: the value as a bulk string; Redis's pub/sub frames on RESP3).",
     "ack": "After SUBSCRIBE: the pushed message is done.",
     "nack": "After SUBSCRIBE: deliver the pushed message again, at the front.",
     "back": "After SUBSCRIBE: deliver the pushed message again, behind those waiting now.",
-    "dack": "After SUBSCRIBE: deliver the pushed message again after the given seconds.",
+    "dack": "After SUBSCRIBE: deliver the pushed message again after the given seconds (1 when none).",
 }
 
 # Commands that may run before AUTH when a token is set.
