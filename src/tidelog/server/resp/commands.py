@@ -263,6 +263,10 @@ async def cmd_info(conn: Connection, args: list[bytes]) -> Any:
         "# Clients",
         f"connected_clients:{len(conn.server.connections)}",
         f"blocked_clients:{conn.server.blocked}",
+        f"maxclients:{conn.server.limits.max_connections}",
+        "",
+        "# Stats",
+        f"rejected_connections:{conn.server.refused}",
         "",
         "# Keyspace",
     ]

@@ -166,7 +166,7 @@ class RespServer:
         self.handlers: set[asyncio.Task[Any]] = set()  # one a connection, awaited when we stop
         self.ids = itertools.count(1)
         self.blocked = 0
-        self.refused = 0  # connections refused past max_connections
+        self.refused = 0  # connections refused past max_connections (INFO's rejected_connections)
         self.started = time.monotonic()
         self.port = 0
         # The wake-ups on appends: the HTTP front's when both run (tidelog
@@ -359,7 +359,8 @@ class Connection:
 
     def _send(self) -> None:
         if self.out:
-            self.transport_writer.write(b"".join(self.out))
+            if not self.transport_writer.transport.is_closing():  # not after a hang-up
+                self.transport_writer.write(b"".join(self.out))
             self.out.clear()
 
     async def settle_outstanding(self) -> None:
@@ -393,7 +394,8 @@ class Connection:
             self.out.append(error(e.line))
         await self.settle_outstanding()
         self._send()
-        await self.transport_writer.drain()
+        if not self.transport_writer.transport.is_closing():
+            await self.transport_writer.drain()
 
     async def execute(self, command: list[bytes]) -> None:
         name = command[0].lower()
