@@ -9,10 +9,10 @@ event loop blocked). So hiredis is fed only bytes whose headers were checked:
 - Before authentication (a token is set and AUTH has not succeeded yet), a
   small exact parser reads one command at a time with Redis 7's bounds for
   unauthenticated clients: 10 arguments, 16 KiB an argument.
-- After it, hiredis parses. One scan of each chunk read, at C speed, finds
-  every header that announces 1000 or more (an argument count or a length,
-  of any RESP type). hiredis is fed up to that header and what it consumed
-  tells what the header is: the next command's count when hiredis stands at
+- After it, hiredis parses. A scan of each chunk read, at C speed, finds
+  every aggregate header (`*`, and RESP3's `%~>|`) that announces 1000 or
+  more, and every `$` length with as many digits as max_request. hiredis is
+  fed up to such a header, and what it consumed tells what the header is: the next command's count when hiredis stands at
   a command boundary (checked against max_args), an argument's length when
   it stands between arguments (checked against max_request; any other type
   there is refused, as Redis refuses it), or bytes inside a value when it
@@ -40,6 +40,7 @@ HEADER_MAX = 32  # a type byte, a 64-bit number and CRLF fit in it
 # Redis 7's bounds for a client that has not authenticated (networking.c).
 UNAUTHENTICATED_ARGS = 10
 UNAUTHENTICATED_BULK = 16384
+INT_MAX = (1 << 31) - 1  # Redis refuses a larger count as invalid, whoever asks
 
 STAR, DOLLAR = ord("*"), ord("$")
 # RESP3's aggregate type bytes, mapped to `*` when a read holds any, so that
@@ -99,13 +100,15 @@ class Bounds:
             return cls(limits.max_args, limits.max_request, limits.max_request, True)
         return cls(UNAUTHENTICATED_ARGS, UNAUTHENTICATED_BULK, limits.max_request, False)
 
-    def count_error(self) -> ProtocolError:
-        return ProtocolError(
-            "invalid multibulk length" if self.authenticated else "unauthenticated multibulk length"
-        )
+    def count_error(self, count: int | None = None) -> ProtocolError:
+        """Redis's words: a count that is no number or past any bound is invalid;
+        one past the bound for clients not authenticated yet is said so."""
+        if self.authenticated or count is None or count > INT_MAX:
+            return ProtocolError("invalid multibulk length")
+        return ProtocolError("unauthenticated multibulk length")
 
-    def bulk_error(self, length: int) -> ProtocolError:
-        if length > self.max_request or self.authenticated:
+    def bulk_error(self, length: int | None = None) -> ProtocolError:
+        if self.authenticated or length is None or length < 0 or length > self.max_request:
             return ProtocolError("invalid bulk length")
         return ProtocolError("unauthenticated bulk length")
 
@@ -245,13 +248,13 @@ class RequestReader:
             number = _number(data[stop + 1 : line_end])
             if not self.partial:  # the next command's argument count
                 if number is None or number > bounds.max_args:
-                    self.error = bounds.count_error()
+                    self.error = bounds.count_error(number)
                     return
             elif data[stop] != DOLLAR:  # an argument must be a bulk string, as Redis reads it
                 self.error = ProtocolError(f"expected '$', got '{chr(data[stop])}'")
                 return
             elif number is None or number < 0 or number > bounds.max_bulk:
-                self.error = bounds.bulk_error(number or 0)
+                self.error = bounds.bulk_error(number)
                 return
             scan = line_end + 2
 
@@ -271,7 +274,7 @@ class RequestReader:
                     partial, command_bytes = False, 0
                 if type(frame) is list and frame:
                     if len(frame) > bounds.max_args:
-                        raise bounds.count_error()
+                        raise bounds.count_error(len(frame))
                     if measure and sum(map(len, frame)) > bounds.max_request:
                         raise self.too_large()
                     for arg in frame:
@@ -305,7 +308,7 @@ class RequestReader:
             return None
         args = data[pos:newline].split()
         if len(args) > self.bounds.max_args:
-            self.error = self.bounds.count_error()
+            self.error = self.bounds.count_error(len(args))
             return None
         if args:
             self.ready.append(args)
@@ -326,7 +329,7 @@ class RequestReader:
             words = bytes(buf[first:newline]).split()
             self._consumed(newline + 1)
             if len(words) > bounds.max_args:
-                raise bounds.count_error()
+                raise bounds.count_error(len(words))
             return words
         line_end = buf.find(b"\r\n", first, first + HEADER_MAX)
         if line_end < 0:
@@ -335,7 +338,7 @@ class RequestReader:
             return None
         count = _number(buf[first + 1 : line_end])
         if count is None or count > bounds.max_args:
-            raise bounds.count_error()
+            raise bounds.count_error(count)
         pos = line_end + 2
         args: list[bytes] = []
         for _ in range(max(count, 0)):
@@ -346,11 +349,11 @@ class RequestReader:
             line_end = buf.find(b"\r\n", pos, pos + HEADER_MAX)
             if line_end < 0:
                 if len(buf) - pos >= HEADER_MAX:
-                    raise bounds.bulk_error(0)
+                    raise bounds.bulk_error()
                 return None
             length = _number(buf[pos + 1 : line_end])
             if length is None or length < 0 or length > bounds.max_bulk:
-                raise bounds.bulk_error(length or 0)
+                raise bounds.bulk_error(length)
             start = line_end + 2
             if start + length + 2 > len(buf):
                 return None
