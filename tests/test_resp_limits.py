@@ -304,7 +304,7 @@ def test_a_subscriber_that_stops_reading_loses_its_message(url):
         srv.close()
 
 
-def test_a_subscriber_that_pings_keeps_its_message(url):
+def test_a_subscriber_that_speaks_keeps_its_message(url):
     srv = ServerThread(url, limits=Limits(max_hold=1.0))
     try:
         publisher = srv.raw()
@@ -316,14 +316,18 @@ def test_a_subscriber_that_pings_keeps_its_message(url):
         assert pushed(busy) == b"m1"
         until = time.monotonic() + 2.5  # past twice max_hold, speaking every tenth of a second
         while time.monotonic() < until:
-            busy.send("PING")
+            busy.send("PING")  # any word keeps it; EXTEND says so
             assert busy.reply() == "+PONG"
+            busy.send("EXTEND")
+            assert busy.reply() == "+OK"
             time.sleep(0.1)
         busy.send("ACK")
         assert busy.reply() == "+OK"  # still its message: the ACK settled it
         assert pushed(busy) == b"m2"
         busy.send("ACK")
         assert busy.reply() == "+OK"
+        busy.send("EXTEND")  # nothing held now
+        assert busy.reply().startswith("-ERR no message is out")
     finally:
         srv.close()
 

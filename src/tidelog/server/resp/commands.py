@@ -767,7 +767,7 @@ async def cmd_subscribe(conn: Connection, args: list[bytes]) -> Any:
 
 async def cmd_settle_outside(conn: Connection, args: list[bytes]) -> Any:
     raise RespError(
-        "ERR no message to settle: ACK, NACK, BACK and DACK answer a message pushed after SUBSCRIBE"
+        "ERR no message to settle: ACK, NACK, BACK, DACK and EXTEND answer a message pushed after SUBSCRIBE"
     )
 
 
@@ -805,6 +805,7 @@ COMMANDS: dict[str, tuple[Handler, int, int]] = {
     "nack": (cmd_settle_outside, 1, 0),
     "back": (cmd_settle_outside, 1, 0),
     "dack": (cmd_settle_outside, -1, 0),
+    "extend": (cmd_settle_outside, 1, 0),
 }
 
 # One line a command: COMMAND DOCS answers it, and the docs' command table is generated from it.
@@ -842,6 +843,7 @@ SUMMARIES = {
     "nack": "After SUBSCRIBE: deliver the pushed message again, at the front.",
     "back": "After SUBSCRIBE: deliver the pushed message again, behind those waiting now.",
     "dack": "After SUBSCRIBE: deliver the pushed message again after the given seconds (1 when none).",
+    "extend": "After SUBSCRIBE: keep the pushed message (its lease, and max_hold, start again).",
 }
 
 # Commands that may run before AUTH when a token is set.

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import socket
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -174,12 +175,17 @@ class RespServer:
         self.hub = hub if hub is not None else AppendHub(log)
         self._own_hub = hub is None
 
-    async def start(self, host: str, port: int, reuse_port: bool = False) -> asyncio.Server:
+    async def start(
+        self, host: str, port: int, reuse_port: bool = False, sock: socket.socket | None = None
+    ) -> asyncio.Server:
         self.loop = asyncio.get_running_loop()
         if self._own_hub:
             self.hub.start()
         self.writer = Writer(self)
-        server = await asyncio.start_server(self._handle, host, port, reuse_port=reuse_port or None)
+        if sock is not None:  # bound by `serve`
+            server = await asyncio.start_server(self._handle, sock=sock)
+        else:
+            server = await asyncio.start_server(self._handle, host, port, reuse_port=reuse_port or None)
         self.port = server.sockets[0].getsockname()[1]
         _states[id(server)] = self
         return server
@@ -481,6 +487,7 @@ async def start_resp_server(
     hub: AppendHub | None = None,
     reuse_port: bool = False,
     limits: Limits | None = None,
+    sock: socket.socket | None = None,
     subscribe_frames: str = "miniqueue",
 ) -> asyncio.Server:
     """Listen for the Redis protocol on host:port (0 picks a free port; the
@@ -488,8 +495,9 @@ async def start_resp_server(
     must AUTH with it (any user name but `default` is refused). `hub`: a
     running wake-up hub on the same log to share (the HTTP front's).
     `reuse_port`: listen beside other processes on the same port
-    (SO_REUSEPORT; `tidelog serve --workers N`). `limits`: the bounds of
-    server/limits.py (defaults when None). `subscribe_frames`: SUBSCRIBE's
-    frames on RESP2, "miniqueue" (the value as a bulk string) or "redis"
-    (Redis's pub/sub frames; a RESP3 connection always gets those)."""
-    return await RespServer(log, token, hub, limits, subscribe_frames).start(host, port, reuse_port)
+    (SO_REUSEPORT). `limits`: the bounds of server/limits.py (defaults when
+    None). `sock`: a listening socket to accept on instead of binding
+    host:port. `subscribe_frames`: SUBSCRIBE's frames on RESP2, "miniqueue"
+    (the value as a bulk string) or "redis" (Redis's pub/sub frames; a RESP3
+    connection always gets those)."""
+    return await RespServer(log, token, hub, limits, subscribe_frames).start(host, port, reuse_port, sock)

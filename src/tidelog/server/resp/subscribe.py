@@ -15,8 +15,9 @@ topic, 0]`), are sent to a RESP3 connection (HELLO 3: RESP3 has a push type
 for exactly this), and to every connection of a server started with
 `subscribe_frames="redis"` (`tidelog serve --resp-subscribe redis`).
 
-A held message stays leased while the client speaks (any command, PING
-included) at least every `Limits.max_hold` seconds. Past that, a client that
+A held message stays leased while the client speaks (any command: EXTEND,
+which keeps the message and is answered +OK, or PING) at least every
+`Limits.max_hold` seconds. Past that, a client that
 froze or stopped reading loses it: the message goes back to the front for
 another consumer, and the connection gets one error line and is closed. It is
 not kept going: the protocol names no message in an answer, so a late ACK
@@ -167,7 +168,16 @@ async def _settled(conn: Connection, queue: Queue, delivery: Delivery, frames: F
             if word == b"PING":
                 conn.out.append(PONG)
                 continue
-            conn.out.append(error("ERR answer the message with ACK, NACK, BACK or DACK [seconds]"))
+            if word == b"EXTEND":  # as the HTTP fronts' EXTEND: the client keeps the message
+                try:
+                    delivery = await server.run(queue.extend, delivery, VISIBILITY_S)
+                except LeaseLost as e:
+                    conn.out.append(error(translate(e)))
+                    return True
+                extended = loop.time()
+                conn.out.append(OK)
+                continue
+            conn.out.append(error("ERR answer the message with ACK, NACK, BACK, DACK [seconds] or EXTEND"))
     finally:
         never.cancel()
 
