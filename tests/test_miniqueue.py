@@ -1,7 +1,9 @@
 """miniqueue's clients, unchanged: its publish, its subscribe (the WebSocket
 and `POST /subscribe/{topic}` over HTTP/2, h2c and TLS), its JSON-string
-commands and its DELETE /{topic}, driven by real clients in miniqueue's own
-command order on each store a server runs on.
+commands, its DELETE /{topic} and its Redis protocol front (PUBLISH and
+SUBSCRIBE, read by redis-cli as miniqueue's redis_test.go reads its client's
+output), driven by real clients in miniqueue's own command order on each
+store a server runs on.
 
 httpx sends a request's whole body before it reads the response (httpcore's
 HTTP/2 connection awaits `_send_request_body` before `_receive_response`), so
@@ -15,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import shutil
 import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -25,7 +29,9 @@ import httpx
 import pytest
 
 from conformance.conftest import STORE_KINDS
+from conftest import need_service
 from h2stream import H2Stream
+from resp_client import RawClient, ServerThread
 
 websockets = pytest.importorskip("websockets")
 
@@ -215,3 +221,112 @@ def test_delete_at_the_bare_topic_name(store_url, serve):
         assert http.delete("/bad%20name").status_code == 400
         # As in miniqueue, publishing again starts the topic afresh.
         assert http.post("/publish/gone", content=b"y").json()["offset"] == 1
+
+
+# --- the Redis protocol: miniqueue's redis_test.go, with redis-cli ---------------------------
+#
+# miniqueue's Redis SUBSCRIBE writes each message as the raw value (a bulk
+# string) and +OK after each ACK, NACK, BACK or DACK; its tests publish and
+# consume with a command-line client and read its output as the value.
+
+
+@pytest.fixture
+def resp_server(store_url: str) -> Iterator[ServerThread]:
+    if shutil.which("redis-cli") is None:
+        need_service("redis-cli", "install Debian's redis-tools")
+    server = ServerThread(store_url)  # the defaults: miniqueue's frames
+    yield server
+    server.close()
+
+
+def redis_cli(server: ServerThread, *args: str) -> str:
+    done = subprocess.run(
+        ["redis-cli", "-p", str(server.port), *args], capture_output=True, text=True, timeout=30
+    )
+    return done.stdout.removesuffix("\n")
+
+
+class Subscriber:
+    """`redis-cli subscribe topic`: reads messages until it is stopped (then its held one goes back)."""
+
+    def __init__(self, server: ServerThread, topic: str):
+        self.proc = subprocess.Popen(
+            ["redis-cli", "-p", str(server.port), "subscribe", topic], stdout=subprocess.PIPE, text=True
+        )
+
+    def value(self) -> str:
+        assert self.proc.stdout is not None
+        return self.proc.stdout.readline().removesuffix("\n")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def test_redis_publish_publishes_to_the_respective_queue(resp_server):
+    assert redis_cli(resp_server, "publish", "topic", "value") == "OK"
+    sub = Subscriber(resp_server, "topic")
+    try:
+        assert sub.value() == "value"  # the value alone, as miniqueue sends it
+    finally:
+        sub.stop()
+    # redis-cli never answers; its hang-up gave the message back, as miniqueue's unsubscribe does.
+    raw = resp_server.raw()
+    raw.send("SUBSCRIBE", "topic")
+    assert raw.reply() == b"value"
+    raw.send("ACK")
+    assert raw.reply() == "+OK"
+
+
+def test_redis_subscriber_waits_for_message(resp_server):
+    subs = {topic: Subscriber(resp_server, topic) for topic in ("topic1", "topic2")}
+    try:
+        queue = resp_server.log.queue("topic1")
+        deadline = time.monotonic() + 20
+        while len(resp_server.state().connections) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)  # both subscribed, waiting
+        assert redis_cli(resp_server, "publish", "topic1", "value1") == "OK"
+        assert redis_cli(resp_server, "publish", "topic2", "value2") == "OK"
+        assert subs["topic1"].value() == "value1"
+        assert subs["topic2"].value() == "value2"
+        assert queue.stats().in_flight == 1
+    finally:
+        for sub in subs.values():
+            sub.stop()
+
+
+def test_redis_large_message_quantity_same_topic(resp_server):
+    script = "".join(f"publish topic {i}\n" for i in range(50))
+    out = subprocess.run(
+        ["redis-cli", "-p", str(resp_server.port)], input=script, capture_output=True, text=True, timeout=30
+    ).stdout.split()
+    assert out == ["OK"] * 50
+    # One subscriber through all 50, answering each as miniqueue's clients do.
+    raw: RawClient = resp_server.raw()
+    raw.send("SUBSCRIBE", "topic")
+    got = []
+    for _ in range(50):
+        got.append(raw.reply())
+        raw.send("ACK")
+        assert raw.reply() == "+OK"
+    assert got == [str(i).encode() for i in range(50)]
+    raw.send("PING")
+    assert raw.reply() == "+PONG"
+
+
+def test_redis_answers_nack_back_and_a_bare_dack(resp_server):
+    for value in ("a", "b", "c"):
+        assert redis_cli(resp_server, "publish", "mq", value) == "OK"
+    raw = resp_server.raw()
+    raw.send("SUBSCRIBE", "mq")
+    got = [raw.reply()]
+    # miniqueue's order; its Redis DACK takes no argument and delays a second.
+    for command in ("NACK", "BACK", "ACK", "DACK", "ACK"):
+        raw.send(command)
+        assert raw.reply() == "+OK"
+        got.append(raw.reply())
+    assert got == [b"a", b"a", b"b", b"c", b"a", b"c"]
+    raw.send("ACK")
+    assert raw.reply() == "+OK"

@@ -21,89 +21,7 @@ import redis.asyncio as aioredis
 
 import tidelog
 from conformance.conftest import STORE_KINDS, _store_class, store_has
-from tidelog.server.resp import start_resp_server, stop_resp_server
-
-
-class ServerThread:
-    """A RESP server on its own event loop thread, over a Log the test shares."""
-
-    def __init__(self, url: str, token: str | None = None):
-        self.log = tidelog.open(url)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.server = self._call(start_resp_server(self.log, "127.0.0.1", 0, token))
-        self.port = self.server.sockets[0].getsockname()[1]
-        self.raws: list[RawClient] = []  # closed with the server, also when a test fails midway
-
-    def _call(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
-
-    def client(self, **kw: Any) -> redis.Redis:
-        return redis.Redis(port=self.port, socket_timeout=10, **kw)
-
-    def raw(self) -> RawClient:
-        client = RawClient(self.port)
-        self.raws.append(client)
-        return client
-
-    def close(self) -> None:
-        for client in self.raws:
-            client.close()
-        self._call(stop_resp_server(self.server))
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        self.loop.close()
-        self.log.close()
-
-
-class RawClient:
-    """A socket that speaks RESP by hand: for SUBSCRIBE and bad frames."""
-
-    def __init__(self, port: int):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.buf = b""
-
-    def send(self, *args: bytes | str) -> None:
-        parts = [a.encode() if isinstance(a, str) else a for a in args]
-        self.sock.sendall(b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%b\r\n" % (len(p), p) for p in parts))
-
-    def _line(self) -> bytes:
-        while b"\r\n" not in self.buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("closed")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-
-    def reply(self) -> Any:
-        line = self._line()
-        kind, rest = line[:1], line[1:]
-        if kind in (b"+", b"-"):
-            return line.decode()
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            while len(self.buf) < n + 2:
-                self.buf += self.sock.recv(65536)
-            value, self.buf = self.buf[:n], self.buf[n + 2 :]
-            return value
-        if kind == b"*":
-            return [self.reply() for _ in range(int(rest))]
-        raise AssertionError(f"unexpected reply {line!r}")
-
-    def closed_by_server(self) -> bool:
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionError:
-            return True
-
-    def close(self) -> None:
-        self.sock.close()
+from resp_client import RawClient, ServerThread
 
 
 @pytest.fixture(params=sorted(STORE_KINDS))
@@ -403,7 +321,7 @@ def test_malformed_frames_and_hangups_disturb_no_one(srv, r):
     r.xadd("s", {"f": "v"})
     bad = srv.raw()
     bad.sock.sendall(b"*2\r\n$4\r\nXLEN\r\n:12\r\n")
-    assert bad.reply() == "-ERR Protocol error: expected an array of bulk strings"
+    assert bad.reply() == "-ERR Protocol error: expected '$', got ':'"  # Redis's words
     assert bad.closed_by_server()
     bad.close()
     bad = srv.raw()
@@ -430,20 +348,55 @@ def test_malformed_frames_and_hangups_disturb_no_one(srv, r):
 # the single-binary queue commands ------------------------------------------------
 
 
-def test_publish_subscribe_ack_nack_back_dack(srv, r, url):
-    # A raw client, as miniqueue's users speak it; messages come in Redis's pub/sub frames.
+class SubscribeFrames:
+    """What a RESP2 subscriber reads: miniqueue's frames (the default) or Redis's pub/sub frames."""
+
+    def __init__(self, sub: RawClient, redis_frames: bool):
+        self.sub = sub
+        self.redis = redis_frames
+
+    def subscribed(self, topic: bytes) -> None:
+        if self.redis:
+            assert self.sub.reply() == [b"subscribe", topic, 1]
+
+    def message(self, topic: bytes) -> bytes:
+        got = self.sub.reply()
+        if not self.redis:
+            assert isinstance(got, bytes), got  # the value alone, as miniqueue sends it
+            return got
+        kind, channel, value = got
+        assert (kind, channel) == (b"message", topic)
+        return value
+
+    def unsubscribed(self, topic: bytes) -> None:
+        assert self.sub.reply() == ([b"unsubscribe", topic, 0] if self.redis else "+OK")
+
+
+@pytest.mark.parametrize("frames", ["miniqueue", "redis"])
+def test_publish_subscribe_ack_nack_back_dack(url, frames):
+    # A raw RESP2 client, as miniqueue's users speak it, in miniqueue's frames
+    # (the default) or Redis's (the server's switch).
+    srv = ServerThread(url, subscribe_frames=frames)
+    r = srv.client(protocol=2)
+    try:
+        _publish_subscribe_ack_nack_back_dack(srv, r, url, frames == "redis")
+    finally:
+        r.close()
+        srv.close()
+
+
+def _publish_subscribe_ack_nack_back_dack(srv, r, url, redis_frames):
     for v in (b"one", b"two", b"three"):
         assert r.execute_command("PUBLISH", "work", v) == b"OK"
     assert b"work" in r.execute_command("TOPICS")
     sub = srv.raw()
+    read = SubscribeFrames(sub, redis_frames)
 
     def message() -> bytes:
-        kind, channel, value = sub.reply()
-        assert (kind, channel) == (b"message", b"work")
-        return value
+        return read.message(b"work")
 
     sub.send("SUBSCRIBE", "work")
-    assert sub.reply() == [b"subscribe", b"work", 1]
+    read.subscribed(b"work")
     assert message() == b"one"
     sub.send("NACK")  # again, at the front
     assert sub.reply() == "+OK" and message() == b"one"
@@ -453,6 +406,8 @@ def test_publish_subscribe_ack_nack_back_dack(srv, r, url):
     assert sub.reply() == "+OK" and message() == b"three"
     sub.send("DACK", "0.3")  # not before 0.3 s
     assert sub.reply() == "+OK" and message() == b"one"
+    sub.send("DACK", "nan")  # refused: the message is still held
+    assert sub.reply() == "-ERR DACK seconds must be between 0 and 43200"
     sub.send("ACK")
     assert sub.reply() == "+OK" and message() == b"three"
     sub.send("BOGUS")
@@ -465,8 +420,9 @@ def test_publish_subscribe_ack_nack_back_dack(srv, r, url):
             time.sleep(0.02)
     r.execute_command("PUBLISH", "work", b"four")
     sub = srv.raw()
+    read = SubscribeFrames(sub, redis_frames)
     sub.send("SUBSCRIBE", "work")
-    assert sub.reply() == [b"subscribe", b"work", 1]
+    read.subscribed(b"work")
     assert message() == b"three"
     sub.send("ACK")
     assert sub.reply() == "+OK" and message() == b"four"
@@ -477,14 +433,27 @@ def test_publish_subscribe_ack_nack_back_dack(srv, r, url):
     sub.send("ACK")
     assert sub.reply() == "+OK"
     sub.send("UNSUBSCRIBE")
-    assert sub.reply() == [b"unsubscribe", b"work", 0]
+    read.unsubscribed(b"work")
     sub.send("PING")
     assert sub.reply() == "+PONG"
     sub.close()
     assert srv.log.queue("work").stats().available == 0
 
 
-def test_redis_py_pubsub_reads_the_messages_and_acks_them(srv, r):
+@pytest.mark.parametrize("switch", ["resp3", "server"])
+def test_redis_py_pubsub_reads_the_messages_and_acks_them(url, switch):
+    # Redis's pub/sub frames on either switch: a RESP3 connection (redis-py
+    # 8's default), or a RESP2 one on a server that frames every SUBSCRIBE so.
+    srv = ServerThread(url, subscribe_frames="redis" if switch == "server" else "miniqueue")
+    r = srv.client(protocol=3 if switch == "resp3" else 2)
+    try:
+        _redis_py_pubsub(srv, r)
+    finally:
+        r.close()
+        srv.close()
+
+
+def _redis_py_pubsub(srv, r):
     for v in (b"e1", b"e2"):
         r.execute_command("PUBLISH", "events", v)
     p = r.pubsub()

@@ -20,7 +20,7 @@ import redis
 import tidelog
 from conformance.conftest import STORE_KINDS
 from dumps import dump
-from test_resp import ServerThread
+from resp_client import ServerThread
 from tidelog.bounds import DELIVER_AT, PRIORITY
 from tidelog.records import encode_meta
 from tidelog.store.base import AppendBatch
@@ -30,7 +30,7 @@ from tidelog.store.base import AppendBatch
 def srv(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[tuple[str, ServerThread]]:
     gen = STORE_KINDS[request.param](tmp_path)
     url = next(gen)
-    server = ServerThread(url)
+    server = ServerThread(url, subscribe_frames="redis")  # its subscription tests read Redis's pub/sub frames
     yield url, server
     server.close()
     gen.close()

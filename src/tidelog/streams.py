@@ -656,6 +656,8 @@ class Streams:
         now = self.log.clock()
         offsets = [o for o in (self.offset_of(stream, sid) for sid in ids) if o is not None]
         delivered = time_ms if time_ms is not None else now - (idle_ms or 0)
+        if not 0 <= delivered <= now:
+            delivered = now  # as Redis takes a TIME in the future or an IDLE before the epoch
         claimed = self.store.queue_claim(
             group,
             stream,

@@ -128,6 +128,14 @@ def read_token_file(path: str) -> tuple[str, int]:
     help="The host Kafka clients are told to connect to (default: --host).",
 )
 @click.option(
+    "--resp-subscribe",
+    type=click.Choice(["miniqueue", "redis"]),
+    default="miniqueue",
+    show_default=True,
+    help="How Redis SUBSCRIBE frames its messages on RESP2: miniqueue's (the value as a bulk string) or"
+    " Redis's pub/sub frames (RESP3 connections always get those).",
+)
+@click.option(
     "--clean-interval",
     type=click.FloatRange(0),
     default=60.0,
@@ -243,6 +251,7 @@ def serve(
     resp_port: int,
     kafka_port: int,
     kafka_advertised_host: str | None,
+    resp_subscribe: str,
     clean_interval: float,
     txn_window: str,
     log_level: str,
@@ -315,6 +324,7 @@ def serve(
         tls_cert=tls_cert,
         tls_key=tls_key,
         resp_port=resp_port,
+        resp_subscribe=resp_subscribe,
         kafka_port=kafka_port,
         kafka_advertised_host=kafka_advertised_host,
         clean_interval=clean_interval,

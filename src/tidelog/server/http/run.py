@@ -214,7 +214,8 @@ def serve(
     in the first only, and every one serves HTTP and the Redis front, each
     waking on the others' appends through the store. Extra keywords go to
     `create_app` (max_wait, keepalive, clean_interval, auto_create,
-    default_partitions) or to granian's server.
+    default_partitions) or to granian's server. `resp_subscribe`: SUBSCRIBE's
+    frames on RESP2 ("miniqueue" or "redis", see server/resp/subscribe.py).
 
     Every port is bound before anything is opened (listeners.py): a port
     another program holds raises PortInUse and nothing is created.
@@ -342,6 +343,7 @@ def _serve_process(
         "limits",
     )
     app_kw = {k: kw.pop(k) for k in app_options if k in kw}
+    resp_subscribe = kw.pop("resp_subscribe", "miniqueue")
     kafka_host = kw.pop("kafka_advertised_host", None)
     kw.pop("kafka_port", None)  # bound with the others: listeners["kafka"]
     app = create_app(url, token, max_body=max_body, member_home=None if home_socket else home, **app_kw)
@@ -367,6 +369,7 @@ def _serve_process(
                 hub=app.state.ctx.hub,
                 limits=app.state.ctx.settings.limits,
                 sock=listeners["resp"],
+                subscribe_frames=resp_subscribe,
             )
             say("Redis protocol on %s:%s (redis-cli -p %s)", host, resp_port, resp_port)
         kafka = None

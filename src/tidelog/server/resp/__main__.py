@@ -23,6 +23,12 @@ def main(argv: list[str] | None = None) -> None:
         action="store_false",
         help="XADD to a missing stream is an error instead of creating it",
     )
+    parser.add_argument(
+        "--resp-subscribe",
+        choices=("miniqueue", "redis"),
+        default="miniqueue",
+        help="SUBSCRIBE's frames on RESP2: miniqueue's (the value as a bulk string, the default) or Redis's pub/sub",
+    )
     args = parser.parse_args(argv)
 
     import tidelog
@@ -30,7 +36,9 @@ def main(argv: list[str] | None = None) -> None:
     async def serve() -> None:
         log = tidelog.open(args.db, auto_create=args.auto_create)
         try:
-            server = await start_resp_server(log, args.host, args.port, args.token)
+            server = await start_resp_server(
+                log, args.host, args.port, args.token, subscribe_frames=args.resp_subscribe
+            )
         except OSError as e:
             log.close()
             # The usual cause is a port in use: one line, not a traceback.

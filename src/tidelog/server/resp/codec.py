@@ -46,6 +46,11 @@ class RespError(Exception):
         self.line = line
 
 
+def text(raw: bytes) -> str:
+    """An argument as text (bytes that are not UTF-8 replaced, never refused)."""
+    return raw.decode("utf-8", "replace")
+
+
 def arity_error(name: str) -> RespError:
     return RespError(f"ERR wrong number of arguments for '{name}' command")
 

@@ -10,6 +10,7 @@ writer task, which commits concurrent ones together.
 from __future__ import annotations
 
 import hmac
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,9 @@ from .codec import (
     Simple,
     Verbatim,
     arity_error,
+    text,
 )
+from .subscribe import subscribe
 
 if TYPE_CHECKING:
     from .server import Connection
@@ -40,16 +43,25 @@ Handler = Callable[["Connection", list[bytes]], Awaitable[Any]]
 # argument helpers ------------------------------------------------------------
 
 
-def text(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace")
+# Every integer argument is a 64-bit signed number, as Redis reads it, and
+# each command narrows it further to what the store can hold (a delivery
+# count is 32 bits on PostgreSQL, XAUTOCLAIM's COUNT stays below Redis's own
+# LONG_MAX / 10): a value out of range is refused here with Redis's words,
+# never handed to the store to overflow there.
+I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
+I32_MAX = (1 << 31) - 1
 
 
-def integer(raw: bytes, minimum: int = 0, error: str = NOT_INTEGER) -> int:
-    try:
-        n = int(raw)
-    except ValueError:
-        raise RespError(error) from None
-    if n < minimum or n > (1 << 63) - 1:
+# Redis's string2ll: no sign but minus, no leading zero, no space, no underscore (int() takes those).
+DECIMAL = re.compile(rb"-?(?:0|[1-9][0-9]{0,19})")
+
+
+def integer(raw: bytes, minimum: int = 0, error: str = NOT_INTEGER, maximum: int = I64_MAX) -> int:
+    """`raw` as a decimal integer in [minimum, maximum], else RespError(error)."""
+    if DECIMAL.fullmatch(raw) is None:
+        raise RespError(error)
+    n = int(raw)
+    if not minimum <= n <= maximum:
         raise RespError(error)
     return n
 
@@ -122,7 +134,7 @@ async def cmd_quit(conn: Connection, args: list[bytes]) -> Any:
 
 
 async def cmd_select(conn: Connection, args: list[bytes]) -> Any:
-    if integer(args[0], minimum=-(1 << 63)) != 0:
+    if integer(args[0], minimum=I64_MIN) != 0:
         raise RespError("ERR DB index is out of range")
     return OK
 
@@ -251,6 +263,10 @@ async def cmd_info(conn: Connection, args: list[bytes]) -> Any:
         "# Clients",
         f"connected_clients:{len(conn.server.connections)}",
         f"blocked_clients:{conn.server.blocked}",
+        f"maxclients:{conn.server.limits.max_connections}",
+        "",
+        "# Stats",
+        f"rejected_connections:{conn.server.refused}",
         "",
         "# Keyspace",
     ]
@@ -280,12 +296,12 @@ async def cmd_xadd(conn: Connection, args: list[bytes]) -> Any:
             if i >= len(args):
                 raise SYNTAX_ERROR
             if option == b"MAXLEN":
-                maxlen = integer(args[i], error="ERR The MAXLEN argument must be >= 0.")
+                maxlen = _maxlen(args[i])
             else:
                 minid = stream_id(args[i])
             i += 1
             if i + 1 < len(args) and args[i].upper() == b"LIMIT":
-                integer(args[i + 1])  # an approximation hint: we trim exactly
+                _limit(args[i + 1])  # an approximation hint: we trim exactly
                 i += 2
         else:
             break
@@ -307,6 +323,18 @@ async def cmd_xadd(conn: Connection, args: list[bytes]) -> Any:
     return conn.server.writer.submit(Add(key, fields, sid, nomkstream, maxlen, minid), _xadd_reply)
 
 
+def _maxlen(raw: bytes) -> int:
+    if integer(raw, minimum=I64_MIN) < 0:
+        raise RespError("ERR The MAXLEN argument must be >= 0.")
+    return integer(raw)
+
+
+def _limit(raw: bytes) -> int:
+    if integer(raw, minimum=I64_MIN) < 0:
+        raise RespError("ERR The LIMIT argument must be >= 0.")
+    return integer(raw)
+
+
 def _xadd_reply(result: Any) -> Any:
     if isinstance(result, Exception):
         raise result
@@ -325,7 +353,7 @@ async def _range(conn: Connection, args: list[bytes], reverse: bool) -> Any:
         start, end = range_start(args[1]), range_end(args[2])
     count = None
     if len(args) == 5 and args[3].upper() == b"COUNT":
-        count = integer(args[4], minimum=-(1 << 63))
+        count = integer(args[4], minimum=I64_MIN)
         if count < 0:
             count = 0
     elif len(args) != 3:
@@ -351,15 +379,17 @@ def _read_options(
     while i < len(args):
         option = args[i].upper()
         if option == b"COUNT" and i + 1 < len(args):
-            count = integer(args[i + 1], minimum=-(1 << 63))
+            count = integer(args[i + 1], minimum=I64_MIN)
             count = None if count <= 0 else count
             i += 2
         elif option == b"BLOCK" and i + 1 < len(args):
             block = integer(
-                args[i + 1], minimum=-(1 << 63), error="ERR timeout is not an integer or out of range"
+                args[i + 1], minimum=I64_MIN, error="ERR timeout is not an integer or out of range"
             )
             if block < 0:
                 raise RespError("ERR timeout is negative")
+            if block > I64_MAX - int(time.time() * 1000):
+                raise RespError("ERR timeout is out of range")  # Redis: the deadline must fit 64 bits
             i += 2
         elif option == b"NOACK" and group:
             noack = True
@@ -481,7 +511,7 @@ async def cmd_xpending(conn: Connection, args: list[bytes]) -> Any:
         if len(rest) not in (3, 4):
             raise SYNTAX_ERROR
         start, end = range_start(rest[0]), range_end(rest[1])
-        count = integer(rest[2], minimum=-(1 << 63))
+        count = integer(rest[2], minimum=I64_MIN)
         consumer = text(rest[3]) if len(rest) == 4 else None
         rows = await conn.server.run(streams.pending, key, group, start, end, count, consumer, min_idle)
         return [[str(sid), c, idle, n] for sid, c, idle, n in rows]
@@ -506,7 +536,10 @@ async def cmd_xclaim(conn: Connection, args: list[bytes]) -> Any:
         if option in (b"IDLE", b"TIME", b"RETRYCOUNT") and i + 1 < len(args):
             name = {b"IDLE": "idle_ms", b"TIME": "time_ms", b"RETRYCOUNT": "retrycount"}[option]
             options[name] = integer(
-                args[i + 1], error=f"ERR Invalid {text(option).upper()} option argument for XCLAIM"
+                args[i + 1],
+                error=f"ERR Invalid {text(option).upper()} option argument for XCLAIM",
+                # a delivery count is a 32-bit integer in the PostgreSQL store
+                maximum=I32_MAX if option == b"RETRYCOUNT" else I64_MAX,
             )
             i += 2
         elif option in (b"FORCE", b"JUSTID"):
@@ -539,7 +572,8 @@ async def cmd_xautoclaim(conn: Connection, args: list[bytes]) -> Any:
     while i < len(args):
         option = args[i].upper()
         if option == b"COUNT" and i + 1 < len(args):
-            count = integer(args[i + 1], minimum=1, error="ERR COUNT must be > 0")
+            # Redis's bound (LONG_MAX / its attempts factor): count + 1 rows are asked of the store.
+            count = integer(args[i + 1], minimum=1, error="ERR COUNT must be > 0", maximum=I64_MAX // 10)
             i += 2
         elif option == b"JUSTID":
             justid = True
@@ -580,10 +614,15 @@ async def cmd_xgroup(conn: Connection, args: list[bytes]) -> Any:
     if sub in (b"CREATE", b"SETID"):
         sid = None if args[3] == b"$" else stream_id(args[3])
         mkstream = False
-        for option in args[4:]:
+        options = iter(args[4:])
+        for option in options:
             if option.upper() == b"MKSTREAM" and sub == b"CREATE":
                 mkstream = True
-            elif option.upper() != b"ENTRIESREAD" and not option.isdigit():
+            elif option.upper() == b"ENTRIESREAD":
+                # Accepted and checked as Redis checks it; the group's cursor says how far it read.
+                if integer(next(options, b""), minimum=I64_MIN) < -1:
+                    raise RespError("ERR value for ENTRIESREAD must be positive or -1")
+            else:
                 raise SYNTAX_ERROR
         if sub == b"CREATE":
             try:
@@ -670,9 +709,9 @@ async def cmd_xtrim(conn: Connection, args: list[bytes]) -> Any:
     if len(rest) == 3:
         if rest[1].upper() != b"LIMIT":
             raise SYNTAX_ERROR
-        integer(rest[2])
+        _limit(rest[2])
     if strategy == b"MAXLEN":
-        maxlen = integer(rest[0], error="ERR The MAXLEN argument must be >= 0.")
+        maxlen = _maxlen(rest[0])
         return await conn.server.run(lambda: conn.server.streams.trim(key, maxlen=maxlen))
     minid = stream_id(rest[0])
     return await conn.server.run(lambda: conn.server.streams.trim(key, minid=minid))
@@ -722,13 +761,13 @@ async def cmd_topics(conn: Connection, args: list[bytes]) -> Any:
 
 
 async def cmd_subscribe(conn: Connection, args: list[bytes]) -> Any:
-    await conn.subscribe(text(args[0]))
+    await subscribe(conn, text(args[0]))
     return NO_REPLY
 
 
 async def cmd_settle_outside(conn: Connection, args: list[bytes]) -> Any:
     raise RespError(
-        "ERR no message to settle: ACK, NACK, BACK and DACK answer a message pushed after SUBSCRIBE"
+        "ERR no message to settle: ACK, NACK, BACK, DACK and EXTEND answer a message pushed after SUBSCRIBE"
     )
 
 
@@ -765,7 +804,8 @@ COMMANDS: dict[str, tuple[Handler, int, int]] = {
     "ack": (cmd_settle_outside, 1, 0),
     "nack": (cmd_settle_outside, 1, 0),
     "back": (cmd_settle_outside, 1, 0),
-    "dack": (cmd_settle_outside, 2, 0),
+    "dack": (cmd_settle_outside, -1, 0),
+    "extend": (cmd_settle_outside, 1, 0),
 }
 
 # One line a command: COMMAND DOCS answers it, and the docs' command table is generated from it.
@@ -797,11 +837,13 @@ SUMMARIES = {
     "type": "`stream` for a one-partition topic, `tidelog-topic` for a larger one, `none` for a missing key.",
     "publish": "Appends a record to a topic; replies OK once committed.",
     "topics": "Lists the topics.",
-    "subscribe": "Turns the connection into a one-message-at-a-time consumer of a topic's queue group.",
+    "subscribe": "Turns the connection into a one-message-at-a-time consumer of a topic's queue group "
+    "(miniqueue's frames: the value as a bulk string; Redis's pub/sub frames on RESP3).",
     "ack": "After SUBSCRIBE: the pushed message is done.",
     "nack": "After SUBSCRIBE: deliver the pushed message again, at the front.",
     "back": "After SUBSCRIBE: deliver the pushed message again, behind those waiting now.",
-    "dack": "After SUBSCRIBE: deliver the pushed message again after the given seconds.",
+    "dack": "After SUBSCRIBE: deliver the pushed message again after the given seconds (1 when none).",
+    "extend": "After SUBSCRIBE: keep the pushed message (its lease, and max_hold, start again).",
 }
 
 # Commands that may run before AUTH when a token is set.

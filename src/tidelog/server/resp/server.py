@@ -3,13 +3,22 @@
     server = await start_resp_server(log, host="127.0.0.1", port=7379, token=None)
     python -m tidelog.server.resp --db tidelog.db --port 7379
 
-asyncio streams; requests are parsed by hiredis's C reader (`pip install
-'tidelog[resp]'`), with inline commands (`PING` typed into telnet) read by
-hand. Store calls run in a thread pool, never on the event loop. XADD and
-PUBLISH go to one writer task that commits every request waiting at that
-moment in one transaction (group commit). Blocking reads wait for an append
+asyncio streams; requests are read by framing.py (hiredis's C reader behind
+checks of every announced length, `pip install 'tidelog[resp]'`). Store
+calls run in a thread pool, never on the event loop. XADD and PUBLISH go to
+one writer task that commits every request waiting at that moment in one
+transaction (group commit). Blocking reads wait for an append
 (`Log.listen`, bridged with `call_soon_threadsafe`), not on a poll tick, and
 notice a client that hangs up meanwhile.
+
+The bounds of `Limits` hold here as Redis holds its own: past
+`max_connections` a new client reads `-ERR max number of clients reached`
+and is closed (Redis's `maxclients`); a connection waiting for its next
+command longer than `idle_timeout` is closed without a word (Redis's
+`timeout`; a blocked XREAD or a subscriber waiting for a record is not
+idle); with a token, a connection not authenticated within
+`handshake_timeout` is closed; SUBSCRIBE holds a message for a silent client
+no longer than `max_hold` (subscribe.py).
 """
 
 from __future__ import annotations
@@ -23,19 +32,19 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ...errors import ConfigurationError, InvalidRequest, LeaseLost, TidelogError
+from ...errors import ConfigurationError, TidelogError
 from ...log import Log
 from ...records import BatchSent
 from ...streams import Add, Streams
 from ..limits import Limits
 from ..runtime.hub import AppendHub
 from ..runtime.threads import LoopThreads
-from .codec import OK, PONG, Push, RespError, encode, error, translate
+from .codec import RespError, encode, error, translate
 from .commands import COMMANDS, NO_AUTH, NO_REPLY, arity_error, text
 
 try:
-    import hiredis
-except ImportError:  # pragma: no cover - the extra is installed by make test
+    from .framing import ConnectionClosed, ProtocolError, RequestReader
+except ImportError:  # pragma: no cover - hiredis: the extra is installed by make test
     HIREDIS = False
 else:
     HIREDIS = True
@@ -44,16 +53,11 @@ logger = logging.getLogger("tidelog.resp")
 
 DEFAULT_PORT = 7379
 READ_BYTES = 1 << 16
-MAX_FRAME = 64 << 20  # a request larger than this closes the connection
-MAX_INLINE = 64 << 10
-SUBSCRIBE_VISIBILITY_S = 30.0  # the lease on a pushed message, extended while the client holds it
 CLOSE_TIMEOUT_S = 5.0  # how long stopping waits for a client handler to end
+LONGEST_WAIT_S = 86_400.0  # one wait of a blocked read; a longer BLOCK waits again
 DEFERRED = frozenset((b"xadd", b"publish"))
-SETTLE = frozenset((b"ACK", b"NACK", b"BACK", b"DACK"))
-
-
-class ConnectionClosed(Exception):
-    """The client hung up."""
+SUBSCRIBE_FRAMES = ("miniqueue", "redis")
+MAX_CLIENTS = b"-ERR max number of clients reached\r\n"  # Redis's words, then the connection closes
 
 
 class Deferred:
@@ -137,15 +141,25 @@ class RespServer:
     """The state one Redis-protocol listener shares among its connections."""
 
     def __init__(
-        self, log: Log, token: str | None = None, hub: AppendHub | None = None, limits: Limits | None = None
+        self,
+        log: Log,
+        token: str | None = None,
+        hub: AppendHub | None = None,
+        limits: Limits | None = None,
+        subscribe_frames: str = "miniqueue",
     ):
         if not HIREDIS:
             raise ConfigurationError("the Redis protocol front needs hiredis: pip install 'tidelog[resp]'")
+        if subscribe_frames not in SUBSCRIBE_FRAMES:
+            raise ConfigurationError(
+                f"subscribe_frames must be one of {', '.join(SUBSCRIBE_FRAMES)}, not {subscribe_frames!r}"
+            )
         self.log = log
         self.streams = Streams(log)
         self.producer = log.producer()
         self.token = token or None
         self.limits = limits or Limits()
+        self.subscribe_frames = subscribe_frames
         # Store calls; a command's round trip to them is a queue put and one
         # call_soon_threadsafe back (LoopThreads), not a pool's chained futures.
         self.threads = LoopThreads(8, "tidelog-resp")
@@ -153,6 +167,7 @@ class RespServer:
         self.handlers: set[asyncio.Task[Any]] = set()  # one a connection, awaited when we stop
         self.ids = itertools.count(1)
         self.blocked = 0
+        self.refused = 0  # connections refused past max_connections (INFO's rejected_connections)
         self.started = time.monotonic()
         self.port = 0
         # The wake-ups on appends: the HTTP front's when both run (tidelog
@@ -167,7 +182,7 @@ class RespServer:
         if self._own_hub:
             self.hub.start()
         self.writer = Writer(self)
-        if sock is not None:  # bound by `serve` (server/listeners.py)
+        if sock is not None:  # bound by `serve`
             server = await asyncio.start_server(self._handle, sock=sock)
         else:
             server = await asyncio.start_server(self._handle, host, port, reuse_port=reuse_port or None)
@@ -185,7 +200,7 @@ class RespServer:
         socket to be closed by the garbage collector, at interpreter exit.
         """
         for conn in list(self.connections):
-            conn.transport_writer.close()
+            conn.hang_up()
         if self.handlers:
             _, late = await asyncio.wait(set(self.handlers), timeout=CLOSE_TIMEOUT_S)
             for task in late:  # stuck in a store call: give up on it
@@ -202,6 +217,12 @@ class RespServer:
         return await self.threads.run(fn, *args)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self.connections) >= self.limits.max_connections:
+            # Refused at once, never queued, as Redis refuses past maxclients.
+            self.refused += 1
+            writer.write(MAX_CLIENTS)
+            writer.close()
+            return
         conn = Connection(self, reader, writer)
         self.connections.add(conn)
         task = asyncio.current_task()
@@ -216,21 +237,18 @@ class RespServer:
             logger.exception("RESP connection %s failed", conn.id)
         finally:
             self.connections.discard(conn)
-            if conn.read_task is not None:
-                conn.read_task.cancel()
-            writer.close()
+            conn.close()
 
 
 class Connection:
-    """One client: reads frames, runs commands in order, writes replies."""
+    """One client: reads commands, runs them in order, writes replies."""
 
     def __init__(self, server: RespServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
         self.server = server
-        self.reader = reader
+        self.stream = reader
         self.transport_writer = writer
-        self.parser = hiredis.Reader()
-        self.inline = b""
-        self.mid_frame = False  # hiredis holds part of a frame: the next bytes are not inline
+        self._authenticated = server.token is None
+        self.requests = RequestReader(server.limits, self._authenticated)
         self.read_task: asyncio.Future | None = None
         self.out: list[bytes] = []
         self.outstanding: list[Deferred] = []
@@ -238,82 +256,120 @@ class Connection:
         self.proto = 2
         self.name: str | None = None
         self.lib: dict[str, str] = {}
-        self.authenticated = server.token is None
         self.closing = False
+        # Since when the connection waits for the client's next command (None:
+        # a command runs, or a read is blocked, which is not idle).
+        self.waiting_since: float | None = None
+        loop, limits = server.loop, server.limits
+        self.idle_timer: asyncio.TimerHandle | None = None
+        self.handshake_timer: asyncio.TimerHandle | None = None
+        if limits.idle_timeout:
+            self.idle_timer = loop.call_later(limits.idle_timeout, self._check_idle)
+        if not self._authenticated:
+            self.handshake_timer = loop.call_later(limits.handshake_timeout, self._check_handshake)
+
+    @property
+    def authenticated(self) -> bool:
+        return self._authenticated
+
+    @authenticated.setter
+    def authenticated(self, value: bool) -> None:
+        if value and not self._authenticated:
+            self._authenticated = True
+            self.requests.authenticate()
+            if self.handshake_timer is not None:
+                self.handshake_timer.cancel()
+
+    def redis_frames(self) -> bool:
+        """SUBSCRIBE in Redis's pub/sub frames (RESP3, or the server says so), else miniqueue's."""
+        return self.proto == 3 or self.server.subscribe_frames == "redis"
+
+    # deadlines -----------------------------------------------------------------------
+
+    def _check_idle(self) -> None:
+        loop, idle = self.server.loop, self.server.limits.idle_timeout
+        now = loop.time()
+        since = self.waiting_since
+        if since is not None and now + 0.001 >= since + idle:
+            self.hang_up()  # as Redis's `timeout` closes an idle client: without a word
+            return
+        self.idle_timer = loop.call_at((now if since is None else since) + idle, self._check_idle)
+
+    def _check_handshake(self) -> None:
+        if not self._authenticated:
+            timeout = self.server.limits.handshake_timeout
+            self.hang_up(error(f"NOAUTH Authentication required within {timeout:g} seconds of connecting"))
+
+    def hang_up(self, line: bytes = b"") -> None:
+        """Close the connection (after `line`); a client that does not read is not waited for."""
+        self.closing = True
+        transport = self.transport_writer.transport
+        if transport.is_closing():
+            return
+        if line:
+            transport.write(line)
+        if transport.get_write_buffer_size():
+            transport.abort()
+        else:
+            transport.close()
+
+    def close(self) -> None:
+        """The connection ended: stop its timers, drop its buffers."""
+        for timer in (self.idle_timer, self.handshake_timer):
+            if timer is not None:
+                timer.cancel()
+        if self.read_task is not None:
+            self.read_task.cancel()
+            self.read_task = None
+        self.requests.close()
+        self.out.clear()
+        self.transport_writer.close()
 
     # reading -----------------------------------------------------------------
 
-    def _feed(self, data: bytes) -> None:
-        if self.inline or (data[:1] != b"*" and not self.mid_frame):
-            self.inline += data
-            if len(self.inline) > MAX_INLINE and b"\n" not in self.inline:
-                raise RespError("ERR Protocol error: too big inline request")
-            return
-        self.parser.feed(data)
-        self.mid_frame = True
-        if self.parser.len() > MAX_FRAME:
-            raise RespError("ERR Protocol error: request larger than 64 MiB")
-
     def next_command(self) -> list[bytes] | None:
-        """The next complete command in the buffers, None when there is none yet."""
-        while self.inline:
-            nl = self.inline.find(b"\n")
-            if nl < 0:
-                return None
-            line, rest = self.inline[:nl].rstrip(b"\r"), self.inline[nl + 1 :]
-            self.inline = b""
-            if rest:
-                self._feed(rest)
-            parts = line.split()
-            if parts:
-                return parts
-        try:
-            frame = self.parser.gets()
-        except hiredis.ProtocolError as e:
-            raise RespError(f"ERR Protocol error: {e}") from None
-        if frame is False:
-            return None
-        # hiredis consumes a frame's parts as they come, so an empty buffer
-        # is no proof of a frame boundary: only a whole frame with nothing
-        # after it is.
-        self.mid_frame = self.parser.has_data()
-        if type(frame) is not list or not frame or not all(type(a) is bytes for a in frame):
-            raise RespError("ERR Protocol error: expected an array of bulk strings")
-        return frame
+        """The next complete command read, None when there is none yet (ProtocolError: the connection ends)."""
+        return self.requests.next_command()
 
     async def _read(self) -> None:
         if self.read_task is not None:
             task, self.read_task = self.read_task, None
             data = await task
         else:
-            data = await self.reader.read(READ_BYTES)
+            data = await self.stream.read(READ_BYTES)
         if not data:
             raise ConnectionClosed
-        self._feed(data)
+        self.requests.take(data)
 
-    async def wait_or_input(self, fut: asyncio.Future, timeout: float | None) -> None:
-        """Wait for `fut` (or `timeout`), taking in what the client sends meanwhile.
+    async def wait_or_input(self, fut: asyncio.Future, timeout: float | None) -> bool:
+        """Wait for `fut` (or `timeout`), taking in what the client sends meanwhile;
+        True when bytes arrived.
 
         Bytes that arrive are buffered for later commands; a hang-up raises
         ConnectionClosed at once, so a blocked client that leaves is noticed.
         """
         self._send()
         if self.read_task is None:
-            self.read_task = asyncio.ensure_future(self.reader.read(READ_BYTES))
+            self.read_task = asyncio.ensure_future(self.stream.read(READ_BYTES))
         done, _ = await asyncio.wait(
-            {fut, self.read_task}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            {fut, self.read_task},
+            timeout=None if timeout is None else min(timeout, LONGEST_WAIT_S),
+            return_when=asyncio.FIRST_COMPLETED,
         )
         if self.read_task in done:
             await self._read()
+            return True
+        return False
 
     # writing -----------------------------------------------------------------
 
     def _send(self) -> None:
         if self.out:
-            self.transport_writer.write(b"".join(self.out))
+            if not self.transport_writer.transport.is_closing():  # not after a hang-up
+                self.transport_writer.write(b"".join(self.out))
             self.out.clear()
 
-    async def _settle_outstanding(self) -> None:
+    async def settle_outstanding(self) -> None:
         while self.outstanding:
             d = self.outstanding.pop(0)
             try:
@@ -325,26 +381,27 @@ class Connection:
     # commands ----------------------------------------------------------------
 
     async def serve(self) -> None:
-        while not self.closing:
-            try:
+        loop = self.server.loop
+        try:
+            while not self.closing:
                 command = self.next_command()
-            except RespError as e:
-                self.out.append(error(e.line))
-                break  # a malformed frame closes the connection, as Redis does
-            if command is None:
-                await self._settle_outstanding()
-                self._send()
-                await self.transport_writer.drain()
-                try:
+                if command is None:
+                    await self.settle_outstanding()
+                    self._send()
+                    self.waiting_since = loop.time()
+                    await self.transport_writer.drain()
+                    self.waiting_since = loop.time()
                     await self._read()
-                except RespError as e:
-                    self.out.append(error(e.line))
-                    break
-                continue
-            await self.execute(command)
-        await self._settle_outstanding()
+                    self.waiting_since = None
+                    continue
+                await self.execute(command)
+        except ProtocolError as e:
+            # One error line, then the connection closes, as Redis does.
+            self.out.append(error(e.line))
+        await self.settle_outstanding()
         self._send()
-        await self.transport_writer.drain()
+        if not self.transport_writer.transport.is_closing():
+            await self.transport_writer.drain()
 
     async def execute(self, command: list[bytes]) -> None:
         name = command[0].lower()
@@ -356,12 +413,12 @@ class Connection:
             n = len(command)
             if (arity > 0 and n != arity) or (arity < 0 and n < -arity):
                 raise arity_error(text(name))
-            if not self.authenticated and text(name) not in NO_AUTH:
+            if not self._authenticated and text(name) not in NO_AUTH:
                 raise RespError("NOAUTH Authentication required.")
             if name not in DEFERRED:
-                await self._settle_outstanding()
+                await self.settle_outstanding()
             reply = await handler(self, command[1:])
-        except ConnectionClosed:
+        except (ConnectionError, ProtocolError):
             raise
         except Exception as e:  # noqa: BLE001 - a Redis error reply; the connection stays usable
             if not isinstance(e, TidelogError | RespError):
@@ -398,133 +455,6 @@ class Connection:
         finally:
             self.server.blocked -= 1
 
-    # SUBSCRIBE: one message at a time ----------------------------------------
-
-    async def subscribe(self, topic: str) -> None:
-        """Push one message of `topic`'s queue group at a time; each is answered
-        ACK, NACK (again at the front), BACK (behind those waiting) or DACK
-        <seconds> (after a delay). A hang-up releases the message to the front.
-
-        Framed as Redis pub/sub is, so Redis clients' pub/sub APIs read it:
-        ["subscribe", channel, 1] first, then ["message", channel, value] a
-        message, ["unsubscribe", channel, 0] at the end; an answer is +OK.
-        """
-        await self._settle_outstanding()
-        queue = await self.server.run(
-            lambda: self.server.log.queue(topic, visibility_timeout=SUBSCRIBE_VISIBILITY_S)
-        )
-        channel = topic.encode()
-        self.out.append(encode(Push([b"subscribe", channel, 1]), self.proto))
-        while not self.closing:
-            delivery = await self._next_delivery(queue, topic)
-            if delivery is None:
-                return
-            self.out.append(encode(Push([b"message", channel, delivery.value]), self.proto))
-            if not await self._settled(queue, delivery):
-                return
-
-    async def _next_delivery(self, queue: Any, topic: str) -> Any:
-        run, clock = self.server.run, self.server.log.clock
-        while True:
-            woken = self.server.hub.register([(topic, None)])
-            try:
-                got, next_due = await run(queue.poll, 1)
-                if got:
-                    return got[0]
-                timeout = None if next_due is None else max(0.001, (next_due - clock()) / 1000)
-                await self.wait_or_input(woken, timeout)
-            finally:
-                self.server.hub.unregister([(topic, None)], woken)
-            while (command := self.next_command()) is not None:
-                word = command[0].upper()
-                if word == b"UNSUBSCRIBE":
-                    self.out.append(encode(Push([b"unsubscribe", topic.encode(), 0]), self.proto))
-                    return None
-                if word == b"QUIT":
-                    self.out.append(OK)
-                    self.closing = True
-                    return None
-                if word == b"PING":
-                    self.out.append(PONG)
-                else:
-                    self.out.append(
-                        error("ERR no message is out: only PING, UNSUBSCRIBE and QUIT while subscribed")
-                    )
-
-    async def _settled(self, queue: Any, delivery: Any) -> bool:
-        """Wait for the client's answer to a pushed message; False ends the subscription."""
-        run = self.server.run
-        never = self.server.loop.create_future()
-        try:
-            while True:
-                command = self.next_command()
-                if command is None:
-                    try:
-                        await self.wait_or_input(never, SUBSCRIBE_VISIBILITY_S * 2 / 3)
-                    except ConnectionClosed:
-                        await self._release(queue, delivery)
-                        raise
-                    if self.next_command_ready():
-                        continue
-                    # The client holds the message: keep its lease alive.
-                    delivery = await run(queue.extend, delivery, SUBSCRIBE_VISIBILITY_S)
-                    continue
-                word = command[0].upper()
-                if word in SETTLE:
-                    try:
-                        await self._settle(queue, delivery, command)
-                    except (RespError, InvalidRequest) as e:
-                        # A bad answer (DACK past its bound): the message is
-                        # still the client's to answer.
-                        self.out.append(error(translate(e)))
-                        continue
-                    except LeaseLost as e:
-                        self.out.append(error(translate(e)))
-                        return True
-                    self.out.append(OK)
-                    return True
-                if word in (b"QUIT", b"UNSUBSCRIBE"):
-                    await self._release(queue, delivery)
-                    if word == b"QUIT":
-                        self.out.append(OK)
-                        self.closing = True
-                    else:
-                        self.out.append(encode(Push([b"unsubscribe", queue.topic.encode(), 0]), self.proto))
-                    return False
-                if word == b"PING":
-                    self.out.append(PONG)
-                    continue
-                self.out.append(error("ERR answer the message with ACK, NACK, BACK or DACK <seconds>"))
-        finally:
-            never.cancel()
-
-    def next_command_ready(self) -> bool:
-        return bool(self.inline) or self.mid_frame
-
-    async def _settle(self, queue: Any, delivery: Any, command: list[bytes]) -> None:
-        word = command[0].upper()
-        if len(command) != (2 if word == b"DACK" else 1):
-            raise arity_error(text(word).lower())
-        run = self.server.run
-        if word == b"ACK":
-            await run(queue.ack, delivery)
-        elif word == b"NACK":
-            await run(queue.nack, delivery)
-        elif word == b"BACK":
-            await run(lambda: queue.nack(delivery, back=True))
-        else:
-            try:
-                seconds = float(command[1])
-            except ValueError:
-                raise RespError("ERR value is not a valid float") from None
-            await run(lambda: queue.nack(delivery, delay=seconds))
-
-    async def _release(self, queue: Any, delivery: Any) -> None:
-        try:
-            await self.server.run(queue.nack, delivery)
-        except TidelogError:
-            pass  # the lease ended already: the record is due again anyway
-
 
 def _unknown(command: list[bytes]) -> str:
     args = " ".join(f"'{text(a)[:128]}'" for a in command[1:6])
@@ -558,6 +488,7 @@ async def start_resp_server(
     reuse_port: bool = False,
     limits: Limits | None = None,
     sock: socket.socket | None = None,
+    subscribe_frames: str = "miniqueue",
 ) -> asyncio.Server:
     """Listen for the Redis protocol on host:port (0 picks a free port; the
     bound one is `server.sockets[0].getsockname()[1]`). With a token, clients
@@ -566,5 +497,7 @@ async def start_resp_server(
     `reuse_port`: listen beside other processes on the same port
     (SO_REUSEPORT). `limits`: the bounds of server/limits.py (defaults when
     None). `sock`: a listening socket to accept on instead of binding
-    host:port (`tidelog serve` binds its ports first, server/listeners.py)."""
-    return await RespServer(log, token, hub, limits).start(host, port, reuse_port, sock)
+    host:port. `subscribe_frames`: SUBSCRIBE's frames on RESP2, "miniqueue"
+    (the value as a bulk string) or "redis" (Redis's pub/sub frames; a RESP3
+    connection always gets those)."""
+    return await RespServer(log, token, hub, limits, subscribe_frames).start(host, port, reuse_port, sock)
