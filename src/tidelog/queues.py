@@ -210,6 +210,17 @@ def peek(log: Log, topic: str, group: str | None = None, limit: int = 10) -> lis
     ]
 
 
+def in_flight(log: Log, topic: str, group: str | None = None, limit: int = 100) -> list[Pending]:
+    """Up to `limit` records the queue group has leased now (their lease not
+    run out), by partition and offset: who holds each (None for an unnamed
+    `receive`), when it was delivered, how many times, until when. Registers
+    nothing; UnknownGroup when the group does not exist on the topic."""
+    check_name("topic", topic)
+    name = check_name("group", group if group is not None else topic)
+    check_int("limit", limit, 1, 10_000)
+    return _upkeep(log).queue_in_flight(name, topic, log.clock(), limit)
+
+
 def purge(log: Log, topic: str, group: str | None = None) -> int:
     """Finish every record the queue group holds now, in one transaction:
     waiting, delayed and in flight (a later ack of a purged lease is a

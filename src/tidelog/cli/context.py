@@ -155,6 +155,20 @@ def common_options(f: F) -> F:
 pass_session = click.make_pass_decorator(Session)
 
 
+def confirm(question: str, yes: bool, refused: str) -> None:
+    """Ask `question` on stderr unless --yes; anything but yes (an empty or
+    closed stdin too) stops the command with exit 1 and `refused`."""
+    if yes:
+        return
+    try:
+        agreed = click.confirm(question, default=False, err=True)
+    except click.Abort:  # stdin closed: end the prompt's line
+        click.echo(err=True)
+        agreed = False
+    if not agreed:
+        raise click.ClickException(f"{refused}: not confirmed (pass --yes to skip the question)")
+
+
 def check_partition(info: tidelog.TopicInfo, partition: int | None) -> None:
     """Refuse a partition the topic does not have, before anything is written."""
     if partition is not None and partition >= info.partitions:

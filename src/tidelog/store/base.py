@@ -667,6 +667,9 @@ class QueueUpkeep(Protocol):
         A group ordered by key hands a key's records out one at a time: the
         list shows them all."""
 
+    def queue_in_flight(self, group: str, topic: str, now: int, limit: int) -> list[Pending]:
+        """Up to `limit` records leased now (deadline after `now`), by partition and offset."""
+
     def queue_purge(self, group: str, topic: str, now: int) -> int:
         """In one transaction, finish every record the group holds: waiting,
         delayed and leased (a later ack of a purged lease is a no-op, as for a

@@ -40,6 +40,7 @@ from .base import (
     GroupSync,
     Leased,
     PartitionInfo,
+    Pending,
     QueueStats,
     QueueUpkeep,
     Rebalance,
@@ -570,6 +571,10 @@ class HTTPStore(Store, QueueUpkeep, CleansRemotely, RedrivesRemotely, Watchable)
                 )
             )
         return out
+
+    def queue_in_flight(self, group: str, topic: str, now: int, limit: int) -> list[Pending]:
+        d = self._call("GET", self._queue_path(topic, "in-flight"), params={"group": group, "max": limit})
+        return [Pending(*(m[f] for f in Pending._fields)) for m in d["leases"]]
 
     def queue_purge(self, group: str, topic: str, now: int) -> int:
         return int(self._call("POST", self._queue_path(topic, "purge"), params={"group": group})["purged"])

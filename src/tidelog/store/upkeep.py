@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .base import DueOf, PriorityOf, Row, Waiting
+from .base import DueOf, Pending, PriorityOf, Row, Waiting
 from .dialect import Connection, Dialect
 
 # A group's state rows not leased now (waiting, delayed, or a lease that ran
@@ -41,6 +41,22 @@ def state_rows(
     where, args = sql.any_of("pid", pids)
     text = sql(_STATE.replace("{pids}", where))
     return [tuple(r) for r in conn.execute(text, (group, *args, now, now, now, limit)).fetchall()]
+
+
+def in_flight(
+    conn: Connection, sql: Dialect, group: str, pids: Sequence[int], now: int, limit: int
+) -> list[Pending]:
+    """Up to `limit` leases that have not run out, by partition and offset."""
+    where, args = sql.any_of("pid", pids)
+    text = sql(
+        'SELECT pid, "offset", consumer, coalesce(delivered, 0), deliveries, due FROM {t}queue_state '
+        f'WHERE grp = ? AND {where} AND receipt IS NOT NULL AND due > ? ORDER BY pid, "offset" LIMIT ?'
+    )
+    partition_of = {pid: i for i, pid in enumerate(pids)}
+    rows = conn.execute(text, (group, *args, now, limit)).fetchall()
+    out = [Pending(partition_of[r[0]], *r[1:]) for r in rows]
+    out.sort(key=lambda p: (p.partition, p.offset))  # pids need not grow with partitions
+    return out
 
 
 def cursors(conn: Connection, sql: Dialect, group: str, pids: Sequence[int]) -> list[int]:

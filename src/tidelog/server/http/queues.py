@@ -31,6 +31,7 @@ from ...queues import (
     Queue,
     check_dedup_id,
     check_priority,
+    in_flight,
     peek,
     purge,
 )
@@ -353,6 +354,15 @@ async def peek_queue(request: Request) -> Response:
     return json_response({"topic": topic, "group": group, "messages": out})
 
 
+async def leased(request: Request) -> Response:
+    """Up to `max` records the group has leased now, by partition and offset."""
+    ctx = ctx_of(request)
+    topic, group = topic_and_group(request)
+    limit = query_limit(request, "max", 100, 10_000)
+    got = await ctx.run(in_flight, ctx.log, topic, group, limit)
+    return json_response({"topic": topic, "group": group, "leases": [p._asdict() for p in got]})
+
+
 async def purge_queue(request: Request) -> Response:
     """Finish every record the group holds now (waiting, delayed, in flight), in one transaction."""
     ctx = ctx_of(request)
@@ -377,5 +387,6 @@ routes = [
     Route("/v1/queues/{topic}/reject", reject, methods=["POST"]),
     Route("/v1/queues/{topic}/stats", stats, methods=["GET"]),
     Route("/v1/queues/{topic}/peek", peek_queue, methods=["GET"]),
+    Route("/v1/queues/{topic}/in-flight", leased, methods=["GET"]),
     Route("/v1/queues/{topic}/purge", purge_queue, methods=["POST"]),
 ]

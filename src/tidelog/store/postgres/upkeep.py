@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import UnknownGroup
 from .. import upkeep
-from ..base import DueOf, PriorityOf, Row, Waiting
+from ..base import DueOf, Pending, PriorityOf, Row, Waiting
 from ..dialect import POSTGRES
 from .base import PostgresBase, one
 from .queues import LOCK_GROUP
@@ -57,6 +57,13 @@ class PostgresUpkeep(PostgresBase):
             due_of,
             priority_of,
         )
+
+    def queue_in_flight(self, group: str, topic: str, now: int, limit: int) -> list[Pending]:
+        topic_id, pids = self._topic_pids(topic, refresh=True)
+        with self._conn() as conn:
+            if not upkeep.group_exists(conn, POSTGRES, group, topic_id):
+                raise UnknownGroup(f"queue group {group!r} does not exist on topic {topic!r}")
+            return upkeep.in_flight(conn, POSTGRES, group, pids, now, limit)
 
     def queue_purge(self, group: str, topic: str, now: int) -> int:
         topic_id, pids = self._topic_pids(topic, refresh=True)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import UnknownGroup
 from .. import upkeep
-from ..base import DueOf, PriorityOf, Row, Waiting
+from ..base import DueOf, Pending, PriorityOf, Row, Waiting
 from ..dialect import SQLITE
 from .base import SQLiteBase
 from .queues import OFFSET_BITS, SQLiteQueues
@@ -38,6 +38,13 @@ class SQLiteUpkeep(SQLiteBase):
             due_of,
             priority_of,
         )
+
+    def queue_in_flight(self, group: str, topic: str, now: int, limit: int) -> list[Pending]:
+        topic_id, pids = self._all_pids(topic)
+        with self._read() as conn:
+            if not upkeep.group_exists(conn, SQLITE, group, topic_id):
+                raise UnknownGroup(f"queue group {group!r} does not exist on topic {topic!r}")
+            return upkeep.in_flight(conn, SQLITE, group, pids, now, limit)
 
     def queue_purge(self, group: str, topic: str, now: int) -> int:
         topic_id, pids = self._all_pids(topic)
