@@ -701,9 +701,15 @@ def test_queues_list_stats_and_peek_show_each_state(run, db):
     assert (row["available"], row["in_flight"], row["delayed"], row["dead_lettered"]) == (2, 2, 1, 1)
     r = run("--json", "queues", "stats", "jobs")
     assert lines(r.stdout)[0]["in_flight"] == 2
-    r = run("--json", "queues", "peek", "jobs")
-    peeked = lines(r.stdout)
-    assert [(p["offset"], p["delivery_count"]) for p in peeked] == [(d.offset, 1) for d in leased]
+    r = run("--json", "queues", "in-flight", "jobs")
+    held = lines(r.stdout)
+    assert [(p["offset"], p["delivery_count"]) for p in held] == [(d.offset, 1) for d in leased]
+    peeked = lines(run("queues", "peek", "jobs").stdout)  # what a receive takes next, then the delayed
+    assert [(p["data"], p["delayed"]) for p in peeked] == [
+        ({"n": 3}, False),
+        ({"n": 4}, False),
+        ({"n": "later"}, True),
+    ]
     text = run("queues", "stats", "jobs").output
     assert "in_flight" in text and "dead_lettered" in text
     described = run("groups", "describe", "jobs")

@@ -272,6 +272,14 @@ def _header_priority(meta: bytes) -> int:
     return 0
 
 
+def check_visibility_timeout(value: Any) -> float:
+    """A lease's length: more than 0 and at most MAX_VISIBILITY_S seconds."""
+    seconds = _seconds("visibility_timeout", value, MAX_VISIBILITY_S)
+    if seconds == 0:
+        raise InvalidRequest("visibility_timeout must be more than 0 seconds")
+    return seconds
+
+
 def check_priority(priority: Any) -> int:
     """A send's priority: an int from 0 to 9."""
     if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:

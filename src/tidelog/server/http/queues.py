@@ -31,6 +31,7 @@ from ...queues import (
     Queue,
     check_dedup_id,
     check_priority,
+    check_visibility_timeout,
     in_flight,
     peek,
     purge,
@@ -181,6 +182,8 @@ async def receive(request: Request) -> Response:
     topic, group = topic_and_group(request)
     limit = query_limit(request, "max", 1, MAX_RECEIVE)
     visibility = query_seconds(request, "visibility_timeout")
+    if visibility is not None:
+        check_visibility_timeout(visibility)  # before the group is opened: a refused receive registers none
     wait = query_wait(request, ctx.settings.max_wait)
     queue = await ctx.run(ctx.queue, topic, group)
     got, next_due = await receive_deliveries(ctx, queue, limit, visibility, wait)
