@@ -2,7 +2,8 @@
 
 A queue group moves a record it gave up on to its dead-letter topic
 (partition 0), stamped with where it came from (`tidelog-origin-topic`,
-`-partition`, `-offset`), its delivery count and the reason. Redrive moves
+`-partition`, `-offset`, and the group: `-group`), its delivery count and
+the reason. Redrive moves
 dead letters back: each is appended to its origin topic and partition, with
 its key, format and headers (the origin headers too) as the dead-letter
 topic holds them, and then removed from the dead-letter topic.
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 ORIGIN_TOPIC = "tidelog-origin-topic"
 ORIGIN_PARTITION = "tidelog-origin-partition"
 ORIGIN_OFFSET = "tidelog-origin-offset"
+ORIGIN_GROUP = "tidelog-origin-group"  # several groups of a topic may share one dead-letter topic
 DELIVERY_COUNT = "tidelog-delivery-count"
 REASON = "tidelog-reason"
 DEAD_LETTER_PARTITION = 0  # a queue group writes its dead letters here
@@ -53,6 +55,7 @@ class DeadLetter(NamedTuple):
     origin_offset: int | None
     delivery_count: int | None
     reason: str | None
+    origin_group: str | None = None  # stamped since groups could share a dead-letter topic
 
     @property
     def offset(self) -> int:
@@ -94,7 +97,7 @@ def dead_letter_of(message: Message) -> DeadLetter:
     """A dead-letter topic's record with its origin stamp read from the headers."""
     stamp: dict[str, str] = {}
     for name, value in message.headers:
-        if name in (ORIGIN_TOPIC, ORIGIN_PARTITION, ORIGIN_OFFSET, DELIVERY_COUNT, REASON):
+        if name in (ORIGIN_TOPIC, ORIGIN_PARTITION, ORIGIN_OFFSET, ORIGIN_GROUP, DELIVERY_COUNT, REASON):
             try:
                 stamp[name] = value.decode()  # the last one wins, as a redriven record may carry two
             except UnicodeDecodeError:
@@ -111,6 +114,7 @@ def dead_letter_of(message: Message) -> DeadLetter:
         number(ORIGIN_OFFSET),
         number(DELIVERY_COUNT),
         stamp.get(REASON),
+        stamp.get(ORIGIN_GROUP),
     )
 
 

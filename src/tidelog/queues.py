@@ -762,6 +762,7 @@ class Queue:
         pairs = decode_headers(headers)
         pairs += [
             ("tidelog-origin-topic", self.topic.encode()),
+            ("tidelog-origin-group", self.group.encode()),
             ("tidelog-origin-partition", str(lease.partition).encode()),
             ("tidelog-origin-offset", str(lease.offset).encode()),
             ("tidelog-delivery-count", str(lease.delivery_count).encode()),
