@@ -400,7 +400,7 @@ def test_groups_describe_lag_and_offsets_set(run, db):
     assert table[0].split() == ["TOPIC", "PARTITION", "COMMITTED", "LAST", "LAG", "MEMBER", "CLIENT"]
     assert table[1].split() == ["t", "0", "2", "5", "3", "-", "-"]  # no live member owns it
     [listed] = lines(run("groups", "list", "--json").stdout)
-    assert listed == {"group": "g", "topics": ["t"], "lag": 4}
+    assert listed == {"group": "g", "kind": "stream", "topics": ["t"], "lag": 4}
 
     # offsets --set moves the group back; the next consume resumes at N + 1.
     r = run("offsets", "g", "t", "--partition", "0", "--set", "1")
