@@ -786,3 +786,63 @@ def test_serve_says_where_it_listens_and_what_it_serves(tmp_path, fmt):
 def test_serve_refuses_a_bad_log_level(run):
     r = run("serve", "--log-level", "loud")
     assert r.exit_code == 2 and "--log-level" in r.stderr
+
+
+# --- newcomers' papercuts (issue 31) ----------------------------------------------
+
+
+def test_produce_prints_where_each_record_went(run):
+    run("topics", "create", "t", "--partitions", "2")
+    one = run("produce", "t", "--partition", "1", "--data", '{"n": 1}')
+    assert one.stdout == "t/1@1\n"
+    many = run("produce", "t", "--partition", "0", input="1\n2\n3\n")
+    assert many.stdout == "t/0@1..3 (3 records)\n"
+
+
+def test_help_says_what_each_option_means_and_cuts_no_summary(run):
+    for args in ([], ["queues"], ["dlq"], ["groups"], ["topics"], ["jobs"]):
+        commands = run(*args, "--help").stdout.partition("Commands:")[2]
+        assert commands and "..." not in commands, (args, commands)
+    serve_help = " ".join(run("serve", "--help").stdout.split())
+    assert "--port INTEGER RANGE The HTTP port" in serve_help
+    assert "0 (the default) picks: one a core" in serve_help
+
+
+JOBS_MODULE = """
+import os, pathlib, tidelog
+
+jobs = tidelog.Jobs(tidelog.open(os.environ["MODULE_DB"]), queue="work", visibility_timeout=1)
+
+
+@jobs.job("touch")
+def touch(payload):
+    pathlib.Path(payload).write_text("ran")
+"""
+
+
+def test_jobs_run_runs_on_db_and_logs_a_redelivery(tmp_path):
+    (tmp_path / "myjobs.py").write_text(JOBS_MODULE)
+    module_db, other_db, marker = tmp_path / "module.db", tmp_path / "other.db", tmp_path / "ran"
+    with tidelog.open(str(other_db)) as log:
+        q = log.queue("work", visibility_timeout=1)
+        q.send({"job": "touch", "payload": str(marker)})
+        q.receive(visibility_timeout=0.2)  # a runner took it and was killed: its lease runs out
+    env = {**os.environ, "MODULE_DB": str(module_db)}
+    runner = subprocess.Popen(
+        [*TIDELOG, "--db", str(other_db), "jobs", "run", "myjobs:jobs"],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not marker.exists() and time.monotonic() < deadline and runner.poll() is None:
+            time.sleep(0.05)
+        assert marker.exists(), "the job did not run on --db"
+    finally:
+        runner.send_signal(signal.SIGTERM)
+        _, err = runner.communicate(timeout=30)
+    assert runner.returncode == 0, err
+    assert f"running the jobs of myjobs:jobs on {other_db}" in err
+    assert "job 'touch' (offset 1) delivered again: delivery 2 of 5" in err

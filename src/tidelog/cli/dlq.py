@@ -17,7 +17,7 @@ import click
 
 from tidelog.deadletters import Redriven, dead_letters, purge, redrive
 
-from .context import Session, common_options, confirm, pass_session
+from .context import Session, SummaryGroup, common_options, confirm, pass_session
 from .output import bytes_field, emit, table, when
 
 OFFSETS_HELP = "Only the dead letter at this offset (repeat for several; default: all)."
@@ -26,9 +26,9 @@ DRY_RUN_HELP = "Show what would happen; change nothing."
 YES_HELP = "Do not ask for a confirmation."
 
 
-@click.group()
+@click.group(cls=SummaryGroup)
 def dlq() -> None:
-    """Inspect and redrive dead-letter topics."""
+    """Inspect, redrive and purge dead-letter topics."""
 
 
 @dlq.command("list")

@@ -19,7 +19,7 @@ from tidelog.config import check_name
 from tidelog.queues import queue_stats
 from tidelog.store.base import ClassicGroupStore, GroupMember
 
-from .context import Session, check_partition, common_options, pass_session
+from .context import Session, SummaryGroup, check_partition, common_options, pass_session
 from .output import emit, table, when
 
 STREAM, KAFKA, QUEUE = "stream", "kafka", "queue"
@@ -100,7 +100,7 @@ def _members(log: tidelog.Log, group: str, kafka: bool) -> tuple[list[Member], i
     )
 
 
-@click.group()
+@click.group(cls=SummaryGroup)
 def groups() -> None:
     """Inspect consumer groups."""
 

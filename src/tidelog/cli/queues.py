@@ -43,7 +43,7 @@ from tidelog.queues import (
 from tidelog.queues import queue_stats as read_stats
 from tidelog.server.http import receipts
 
-from .context import Session, common_options, confirm, pass_session, topic_policy_options
+from .context import Session, SummaryGroup, common_options, confirm, pass_session, topic_policy_options
 from .output import dumps, emit, record_line, table, when
 from .produce import FORMATS, decode_record, parse_headers
 
@@ -90,7 +90,7 @@ def delivery_line(msg_line: str, d: Delivery, receipt: str) -> str:
     )
 
 
-@click.group()
+@click.group(cls=SummaryGroup)
 def queues() -> None:
     """Queue groups: send, receive, ack, nack, peek, purge, and what they hold."""
 
