@@ -229,6 +229,9 @@ async def queue_receive(request: Request) -> Response:
     except TidelogError as e:
         return await _queue_again(request, e)
     context["received"] = [(d, receipts.encode(group, d)) for d in got]
+    # The page's figures and charts go on refreshing, as on the page itself.
+    context["live"] = f"/console/api/queues/{topic}/{group}"
+    context["refresh_ms"] = request.app.state.console_refresh_ms
     return page(request, "queue.html", **context)
 
 

@@ -44,7 +44,7 @@
   }
 
   function label(value, unit) {
-    var digits = unit === "/s" ? 1 : 0;
+    var digits = unit === "/s" || !Number.isInteger(value) ? 1 : 0;  // half of a top of 5 is 2.5
     var text = value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
     return text + unit;
   }
