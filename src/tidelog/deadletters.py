@@ -199,6 +199,12 @@ def _pick(
             skipped.append(d.offset)
         else:
             chosen.append(d)
+    if not letters and picked is None and sum(p.records for p in log.describe(dead_letter).partitions):
+        # Dead letters are written to partition 0: records only elsewhere are none.
+        raise InvalidRequest(
+            f"{dead_letter!r} is not a dead-letter topic: it holds records, none in partition "
+            f"{DEAD_LETTER_PARTITION} where a queue group writes its dead letters; nothing was changed"
+        )
     if letters and unstamped == len(letters):
         raise InvalidRequest(
             f"{dead_letter!r} is not a dead-letter topic: none of its records carries the "
