@@ -6,13 +6,23 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run test lint bench docs docs-serve clean
 
+SERVE_STAMP := $(VENV)/.installed-server
+
+# Everything: the tests, lint, docs, every store and front (pyspark included).
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,server,client,spark,postgres,resp,docs]'
 	touch $(STAMP)
 
-run: $(STAMP)
+# What serving needs, no more: tidelog with its server extra (HTTP, Redis and Kafka fronts, the command).
+$(SERVE_STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[server]'
+	touch $(SERVE_STAMP)
+
+run: $(SERVE_STAMP)
 	$(VENV)/bin/tidelog serve --db ./tidelog.db --host 127.0.0.1 --port 7070
 
 lint: $(STAMP)

@@ -54,16 +54,16 @@ def test_list_and_redrive(url):
     table = run(url, "dlq", "list", "orders.dlq").output
     assert "orders/0@2" in table and "bad input" in table
 
-    one = run(url, "dlq", "redrive", "orders.dlq", "--offset", "2")
+    one = run(url, "dlq", "redrive", "orders.dlq", "--offset", "2", "--yes")
     assert one.exit_code == 0 and "orders.dlq@2 -> orders/0@4" in one.output
     with tidelog.open(url) as log:
         back = log.read("orders", 0, after=3)
         assert [(m.data, m.key, dict(m.headers)["trace"]) for m in back] == [({"n": 1}, b"k1", b"1")]
         assert [d.offset for d in tidelog.deadletters.dead_letters(log, "orders.dlq")] == [1, 3]
 
-    bad = run(url, "dlq", "redrive", "orders.dlq", "--offset", "2")  # moved already
+    bad = run(url, "dlq", "redrive", "orders.dlq", "--offset", "2", "--yes")  # moved already
     assert bad.exit_code == 1 and "no record at offset 2" in bad.output
-    rest = json.loads(run(url, "dlq", "redrive", "orders.dlq", "--json").output)
+    rest = json.loads(run(url, "dlq", "redrive", "orders.dlq", "--json", "--yes").output)
     assert [(m["dead_letter_offset"], m["offset"]) for m in rest["moved"]] == [(1, 5), (3, 6)]
 
 
@@ -80,5 +80,5 @@ def test_bad_input_through_the_installed_command(tmp_path):
     assert zero.returncode == 2 and "--offset" in zero.stderr
     with tidelog.open(db) as log:
         assert len(tidelog.deadletters.dead_letters(log, "orders.dlq")) == 3
-    done = proc("dlq", "redrive", "orders.dlq")
+    done = proc("dlq", "redrive", "orders.dlq", "--yes")
     assert done.returncode == 0 and "redrove 3 dead letter(s)" in done.stderr

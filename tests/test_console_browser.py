@@ -240,6 +240,11 @@ def test_redrive_a_dead_letter_back_to_its_topic(page, server, log):
     first = dead_letters(log, "jobs.dlq")[0]
     page.get_by_label(f"redrive the dead letter at offset {first.offset}").check()
     page.get_by_role("button", name="Redrive selected").click()
+    # First what it will do, and nothing done yet.
+    expect(page.get_by_role("heading", name="Redrive 1 dead letter(s) to jobs?")).to_be_visible()
+    expect(page.locator("tbody tr")).to_have_text([re.compile(rf"jobs\.dlq@{first.offset}\s*jobs/0")])
+    assert len(dead_letters(log, "jobs.dlq")) == 2
+    page.get_by_role("button", name="Redrive", exact=True).click()
     expect(page.locator(".notice")).to_contain_text("Redrove 1 dead letter(s) to jobs: jobs/0@4")
     back = log.read("jobs", 0, after=3)
     assert [(m.data, m.key, dict(m.headers)["trace"]) for m in back] == [
@@ -258,7 +263,7 @@ def test_redrive_a_dead_letter_back_to_its_topic(page, server, log):
     # Selecting nothing: a message, nothing moved.
     page.goto(server.url + "/console/queues/jobs/workers")
     page.get_by_role("button", name="Redrive selected").click()
-    expect(page.locator(".error")).to_have_text("select the dead letters to redrive (or redrive all)")
+    expect(page.locator(".error")).to_have_text("select the dead letters (or choose all)")
     assert len(dead_letters(log, "jobs.dlq")) == 1
     # The origin topic deleted meanwhile: a clear message, the dead letter stays.
     page.goto(server.url + "/console/queues/jobs/workers")
@@ -266,6 +271,137 @@ def test_redrive_a_dead_letter_back_to_its_topic(page, server, log):
     page.get_by_role("button", name="Redrive all to jobs").click()
     expect(page.locator(".error")).to_contain_text("does not exist")
     assert len(dead_letters(log, "jobs.dlq")) == 1
+
+
+def test_queue_work_from_the_queue_page(page, server, log):
+    """Send, see what waits, receive, ack and nack, purge after a confirmation,
+    purge dead letters after a confirmation: what `tidelog queues` does."""
+    from playwright.sync_api import expect
+
+    log.create_topic("mail")
+    q = log.queue("mail", "senders")
+    page.goto(server.url + "/console/queues/mail/senders")
+    expect(page.get_by_text("Nothing waits.")).to_be_visible()
+    send = page.get_by_role("form", name="Send a message")
+    for value, priority in (('{"to": "a"}', "0"), ('{"to": "b"}', "7")):
+        send.get_by_label("Message").fill(value)
+        send.get_by_label("Priority").select_option(priority)
+        send.get_by_role("button", name="Send").click()
+        expect(page.locator(".notice")).to_contain_text("Sent a message to mail/0 at offset")
+    send.get_by_label("Message").fill('{"to": "later"}')
+    send.get_by_label("Delay (s)").fill("600")
+    send.get_by_role("button", name="Send").click()
+    # What a receive takes next, in its order; the delayed one last. Looking leased nothing.
+    waiting = page.locator("section[aria-labelledby=waiting-h] tbody tr")
+    expect(waiting).to_have_count(3)
+    expect(waiting.nth(0)).to_contain_text('"to": "b"')
+    expect(waiting.nth(2)).to_contain_text("delayed")
+    assert q.stats().in_flight == 0
+
+    receive = page.get_by_role("form", name="Receive messages")
+    receive.get_by_label("How many").fill("2")
+    receive.get_by_role("button", name="Receive").click()
+    received = page.locator("table[aria-labelledby=received-h] tbody tr")
+    expect(received).to_have_count(2)
+    expect(received.nth(0)).to_contain_text('"to": "b"')
+    assert q.stats().in_flight == 2
+    screenshot(page, "console-queue-work")
+    offsets = [int(t) for t in received.locator("th").all_inner_texts()]
+    page.get_by_role("button", name=f"ack offset {offsets[0]}", exact=True).click()
+    expect(page.locator(".notice")).to_contain_text(f"Acked: mail/0 offset {offsets[0]}")
+    assert q.stats().in_flight == 1
+    # The page shows no receipt any more; a nack of the other one goes through the /v1 route's peer.
+    receive.get_by_label("How many").fill("1")
+    receive.get_by_role("button", name="Receive").click()
+    expect(page.get_by_text("Nothing was available to receive.")).to_be_visible()
+
+    # A receive with a bad visibility timeout: a message, nothing leased.
+    page.evaluate("document.querySelector('input[name=visibility_timeout]').removeAttribute('min')")
+    receive.get_by_label("Visibility timeout (s)").fill("0")
+    receive.get_by_role("button", name="Receive").click()
+    expect(page.locator(".error")).to_contain_text("visibility_timeout must be more than 0")
+    assert q.stats().in_flight == 1
+
+    page.get_by_role("button", name="Purge senders…").click()
+    expect(page.get_by_role("heading", name="Purge senders?")).to_be_visible()
+    expect(page.locator("main")).to_contain_text("0 available, 1 in flight")
+    assert q.stats().delayed == 1  # nothing yet
+    page.get_by_role("button", name="Purge senders").click()
+    expect(page.locator(".notice")).to_have_text("Purged 2 record(s) of senders on mail.")
+    s = q.stats()
+    assert (s.available, s.in_flight, s.delayed) == (0, 0, 0)
+
+    # Dead letters purged for good, after a confirmation naming them.
+    q.send({"to": "bad"})
+    q.reject(q.receive()[0], reason="bounced")
+    page.goto(server.url + "/console/queues/mail/senders")
+    page.get_by_role("button", name="Purge all").click()
+    expect(page.get_by_role("heading", name="Purge 1 dead letter(s) from mail.dlq?")).to_be_visible()
+    assert len(dead_letters(log, "mail.dlq")) == 1
+    page.get_by_role("button", name="Purge for good").click()
+    expect(page.locator(".notice")).to_have_text("Purged 1 dead letter(s) from mail.dlq.")
+    assert dead_letters(log, "mail.dlq") == []
+
+
+def test_a_nack_from_the_page_hands_the_record_out_again(page, server, log):
+    from playwright.sync_api import expect
+
+    log.create_topic("tasks")
+    q = log.queue("tasks", "runners")
+    q.send("t1")
+    page.goto(server.url + "/console/queues/tasks/runners")
+    page.get_by_role("form", name="Receive messages").get_by_role("button", name="Receive").click()
+    page.get_by_role("button", name="nack offset 1").click()
+    expect(page.locator(".notice")).to_contain_text("Handed out again (nack): tasks/0 offset 1")
+    (again,) = q.receive()
+    assert again.delivery_count == 2
+
+
+def test_the_banner_names_the_group_that_dead_lettered(page, server, log):
+    """Two queue groups of one topic share its dead-letter topic: the banner
+    names the one whose record it holds (issue 31)."""
+    from playwright.sync_api import expect
+
+    log.create_topic("emails")
+    log.queue("emails").send("x")  # the topic's default group, "emails"
+    mailer = log.queue("emails", "mailer")
+    mailer.reject(mailer.receive()[0], reason="bounced")
+    log.queue("emails").receive()
+    page.goto(server.url + "/console/")
+    banner = page.locator(".banner", has_text="emails.dlq holds")
+    expect(banner).to_have_text(
+        "Dead-letter topic emails.dlq holds 1 record(s) of queue group mailer on emails."
+    )
+    banner.locator("a").click()
+    page.wait_for_url(re.compile(r"/console/queues/emails/mailer"))
+
+
+def test_charts_have_axes_and_the_rate_matches_its_header(page, server, log):
+    from playwright.sync_api import expect
+
+    log.create_topic("ticks")
+    page.goto(server.url + "/console/topics/ticks")
+    # Samples every 0.5 s: two of the empty topic, then a burst, then quiet samples.
+    expect(page.locator('[data-chart-note="rate"]')).to_contain_text("now 0.0/s", timeout=15_000)
+    log.producer().send_batch("ticks", list(range(30)))
+    expect(page.locator('[data-live="rate"]')).not_to_have_text("0.0/s", timeout=15_000)
+    page.wait_for_timeout(1500)  # a few samples after the burst: the rate between samples is 0 by now
+    header = page.locator('[data-live="rate"]').inner_text()
+    note = page.locator('[data-chart-note="rate"]').inner_text()
+    assert header != "0.0/s" and f"now {header}" in note, (header, note)
+    # A value axis (0, half, top) and a time axis, beside grid lines.
+    expect(page.locator('[data-axis="rate:zero"]')).to_have_text("0")
+    top = page.locator('[data-axis="rate:top"]').inner_text()
+    assert top.endswith("/s") and float(top[:-2].replace(",", "")) > 0
+    expect(page.locator('[data-axis="rate:start"]')).to_have_text(re.compile(r"^−\d+ (s|min)$"))
+    expect(page.locator('[data-axis="rate:end"]')).to_have_text("now")
+    assert page.locator("svg[data-chart=rate] line.grid").count() == 3
+
+
+def test_the_favicon_is_an_icon(browser_page, server):
+    response = browser_page.request.get(server.url + "/favicon.ico")  # no token, no session
+    assert response.status == 200 and response.headers["content-type"] == "image/svg+xml"
+    assert response.body().startswith(b"<svg")
 
 
 @pytest.fixture

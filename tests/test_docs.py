@@ -26,6 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -209,10 +210,18 @@ def run_python(run: PageRun, block: Block) -> None:
     code = compile(run.rewrite(block.code), block.id, "exec")
     cwd = os.getcwd()
     os.chdir(run.directory)
+    before = set(threading.enumerate())
     try:
         exec(code, run.namespace)
     finally:
         os.chdir(cwd)
+    # A reader runs the block as a script: one that leaves a thread running that is
+    # not a daemon would not exit when it is done (a threading.Timer left waiting).
+    left = [t for t in threading.enumerate() if t not in before and t.is_alive() and not t.daemon]
+    for t in left:
+        t.join(timeout=1)
+    left = [t.name for t in left if t.is_alive()]
+    assert not left, f"{block.id} leaves non-daemon threads running, so a script would not exit: {left}"
 
 
 def run_shell(run: PageRun, block: Block) -> None:
@@ -323,3 +332,22 @@ def test_site_builds_strict(tmp_path) -> None:
         assert (built / page).is_file(), page
     assert "tidelog_group_lag" in (built / "operations/metrics/index.html").read_text()
     assert "XREADGROUP" in (built / "reference/redis/index.html").read_text()
+
+
+def test_make_run_installs_only_what_serving_needs() -> None:
+    # `make run` installs the server extra, not every extra (pyspark is large); `make test` does.
+    if shutil.which("make") is None:
+        need_service("make", "apt-get install make")
+    plan = subprocess.run(
+        ["make", "-n", "-B", "run"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    ).stdout
+    installs = [line for line in plan.splitlines() if "pip install" in line and " -e " in line]
+    assert installs == [line for line in installs if line.rstrip().endswith("-e '.[server]'")] and installs, (
+        plan
+    )
+    everything = subprocess.run(
+        ["make", "-n", "-B", ".venv/.installed"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    ).stdout
+    assert "spark" in everything and "dev" in everything
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "tidelog[server] only" in readme and "DESIGN.md" not in readme

@@ -461,3 +461,71 @@ def test_queue_metrics_show_each_state_and_the_settling(http):
     assert 'tidelog_queue_acks_total{group="w",topic="jobs"} 1.0' in metrics
     assert 'tidelog_queue_dead_letters_total{group="w",topic="jobs"} 1.0' in metrics
     assert 'tidelog_queue_oldest_available_age_seconds{group="w",topic="jobs"}' in metrics
+
+
+def test_list_peek_in_flight_and_purge(http):
+    http.post("/v1/queues/jobs/messages", json={"records": [{"value": i, "partition": 0} for i in range(3)]})
+    http.post("/v1/queues/jobs/messages", json={"records": [{"value": "soon"}], "delay": 600, "partition": 1})
+    http.post("/v1/queues/jobs/messages", json={"records": [{"value": "urgent"}], "priority": 9})
+    receive(http, "workers")
+    # A send opens the topic's default group; the receive made "workers".
+    both = [{"topic": "jobs", "group": "jobs"}, {"topic": "jobs", "group": "workers"}]
+    assert http.get("/v1/queues").json() == {"queues": both}
+    assert http.get("/v1/queues", params={"topic": "jobs"}).json()["queues"] == both
+    peeked = http.get("/v1/queues/jobs/peek", params={"group": "workers", "max": 10}).json()["messages"]
+    assert [(m["value"], m["delayed"], m["delivery_count"]) for m in peeked] == [
+        (0, False, 0),
+        (1, False, 0),
+        (2, False, 0),
+        ("soon", True, 0),
+    ]
+    assert stats(http, "workers")["in_flight"] == 1  # the peek leased nothing
+    leases = http.get("/v1/queues/jobs/in-flight", params={"group": "workers"}).json()["leases"]
+    assert [(lease["delivery_count"], lease["consumer"]) for lease in leases] == [(1, None)]
+    purged = http.post("/v1/queues/jobs/purge", params={"group": "workers"})
+    assert purged.json() == {"topic": "jobs", "group": "workers", "purged": 5}
+    s = stats(http, "workers")
+    assert (s["available"], s["in_flight"], s["delayed"]) == (0, 0, 0)
+
+
+def test_upkeep_bad_input_is_refused_and_changes_nothing(server, http):
+    from dumps import dump
+
+    http.post("/v1/queues/jobs/messages", json={"records": [{"value": "x"}]})
+    receive(http, "workers")
+    cases = [
+        ("POST", "/v1/queues/jobs/purge?group=nosuch", None, 404),
+        ("POST", "/v1/queues/nope/purge", None, 404),
+        ("POST", "/v1/queues/jobs/purge?group=bad%20name", None, 400),
+        ("POST", "/v1/queues/jobs/purge?group=workers", {"all": True}, 400),
+        ("GET", "/v1/queues/jobs/peek?group=nosuch", None, 404),
+        ("GET", "/v1/queues/jobs/peek?group=workers&max=0", None, 400),
+        ("GET", "/v1/queues/jobs/in-flight?group=nosuch", None, 404),
+        ("GET", "/v1/queues?topic=nope", None, 404),
+        ("POST", "/v1/queues/jobs/receive?group=fresh&visibility_timeout=0", None, 400),
+        ("POST", "/v1/topics/jobs/redrive", {"dry_run": True}, 400),
+        ("POST", "/v1/topics/jobs/purge", {}, 400),
+        ("POST", "/v1/topics/jobs/purge", {"dry_run": "yes"}, 400),
+        ("POST", "/v1/topics/nope/purge", {}, 404),
+    ]
+    before = dump(server.target)
+    for method, path, body, status in cases:
+        r = http.request(method, path, json=body) if body is not None else http.request(method, path)
+        assert r.status_code == status, (method, path, body, r.text)
+    assert dump(server.target) == before
+
+
+def test_dead_letters_purged_after_a_dry_run(http):
+    http.post("/v1/queues/jobs/messages", json={"records": [{"value": i, "partition": 0} for i in range(2)]})
+    for m in receive(http, "workers", max=2):
+        http.post("/v1/queues/jobs/reject", params={"group": "workers"}, json={"receipt": m["receipt"]})
+    dry = http.post("/v1/topics/jobs.dlq/redrive", json={"dry_run": True}).json()
+    assert dry["dry_run"] is True and [(m["dead_letter_offset"], m["offset"]) for m in dry["moved"]] == [
+        (1, 0),
+        (2, 0),
+    ]
+    planned = http.post("/v1/topics/jobs.dlq/purge", json={"dry_run": True}).json()
+    assert planned == {"dead_letter": "jobs.dlq", "removed": [1, 2], "skipped": [], "dry_run": True}
+    assert http.post("/v1/topics/jobs.dlq/purge", json={"offsets": [2]}).json()["removed"] == [2]
+    left = http.get("/v1/topics/jobs.dlq/partitions/0/records").json()["records"]
+    assert [r["offset"] for r in left] == [1]

@@ -64,6 +64,11 @@ def check_seconds(what: str, value: Any, maximum: float, *, positive: bool = Fal
     return float(value)
 
 
+def check_visibility_timeout(value: Any) -> float:
+    """A lease's length: more than 0 and at most MAX_VISIBILITY_S seconds."""
+    return check_seconds("visibility_timeout", value, MAX_VISIBILITY_S, positive=True)
+
+
 def check_time_ms(what: str, value: Any) -> int:
     """A time in ms since epoch, 0 to MAX_TIMESTAMP_MS."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TIMESTAMP_MS:

@@ -124,6 +124,30 @@ def decode_protocols(blob: bytes) -> list[tuple[str, bytes]]:
 # the policy ---------------------------------------------------------------------------------
 
 
+def assigned_partitions(assignment: bytes) -> list[tuple[str, int]]:
+    """The (topic, partition) pairs of a consumer's assignment as the leader
+    wrote it (Kafka's ConsumerProtocolAssignment: a version, then topics with
+    their partitions, then user data), for a person to read; [] for anything
+    else (another protocol type, an empty or short blob)."""
+    out: list[tuple[str, int]] = []
+    try:
+        pos = 2  # the version
+        (topics,) = struct.unpack_from(">i", assignment, pos)
+        pos += 4
+        for _ in range(max(0, topics)):
+            (size,) = struct.unpack_from(">h", assignment, pos)
+            topic = assignment[pos + 2 : pos + 2 + size].decode()
+            pos += 2 + size
+            (count,) = struct.unpack_from(">i", assignment, pos)
+            pos += 4
+            for p in struct.unpack_from(f">{max(0, count)}i", assignment, pos):
+                out.append((topic, p))
+            pos += 4 * max(0, count)
+    except (struct.error, UnicodeDecodeError):
+        return []
+    return sorted(out)
+
+
 class _Group:
     """A step's view of the group: its state and members, changed in place and written back."""
 

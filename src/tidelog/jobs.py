@@ -77,6 +77,21 @@ def job_call(d: Delivery) -> tuple[str, Any] | None:
         return None
 
 
+def log_redelivery(d: Delivery, name: str, max_deliveries: int) -> None:
+    """Say that a job runs again: after a failure (logged then), or after its
+    lease ran out on a runner that stopped or was killed mid-job (logged
+    nowhere else: that runner is gone)."""
+    if d.delivery_count > 1:
+        logger.warning(
+            "job %r (offset %s) delivered again: delivery %d of %d (an earlier one failed, "
+            "or its runner stopped before settling it and its lease ran out)",
+            name,
+            d.offset,
+            d.delivery_count,
+            max_deliveries,
+        )
+
+
 def failure_reason(error: BaseException) -> str:
     """The dead-letter reason of a job that failed on its last delivery."""
     return f"failed: {type(error).__name__}: {error}"
@@ -157,6 +172,22 @@ class Jobs:
         )
 
     # running -------------------------------------------------------------------
+
+    def on(self, log: Log) -> Jobs:
+        """The same handlers and settings on another log (`tidelog --db URL jobs run`)."""
+        other = Jobs(
+            log,
+            self.queue.topic,
+            concurrency=self.concurrency,
+            visibility_timeout=self.queue.visibility_timeout,
+            max_deliveries=self.queue.max_deliveries,
+            backoff=self.backoff,
+            max_backoff=self.max_backoff,
+            group=self.queue.group,
+            ordering=self.queue.ordering,
+        )
+        other._handlers = dict(self._handlers)
+        return other
 
     def stop(self) -> None:
         """Stop taking work; `run()` returns once running jobs finished."""
@@ -264,6 +295,7 @@ class Jobs:
             logger.error("no handler for job %r (offset %s); dead-lettering it", name, d.offset)
             self._settle(d, lambda: self.queue.reject(d, reason=f"unknown job {name!r}"))
             return
+        log_redelivery(d, name, self.queue.max_deliveries)
         try:
             result = handler(payload)
             if inspect.isawaitable(result):

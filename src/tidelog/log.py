@@ -51,6 +51,7 @@ from .store.base import (
     GroupOffset,
     NamedConsumers,
     PartitionOffsets,
+    QueueUpkeep,
     ReadsInto,
     Replayed,
     Row,
@@ -524,7 +525,7 @@ class Log:
 
     def queue_groups(self, topic: str | None = None) -> list[tuple[str, str]]:
         """(topic, group) of every queue group, or of one topic's."""
-        if not isinstance(self.store, NamedConsumers):
+        if not isinstance(self.store, QueueUpkeep):
             raise ConfigurationError(f"the {type(self.store).__name__} store does not list queue groups")
         if topic is not None:
             return [(topic, g) for g in self.store.queue_list(self.topic(topic).name)]

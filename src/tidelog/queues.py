@@ -60,6 +60,7 @@ from .store.base import (
     NamedConsumers,
     Pending,
     QueueStats,
+    QueueUpkeep,
     Settle,
     SettlesAndReceives,
 )
@@ -169,6 +170,64 @@ class Delivery(NamedTuple):
 def queue_stats(log: Log, topic: str, group: str) -> QueueStats:
     """A queue group's counts without opening a handle (which would register the group)."""
     return log.store.queue_stats(check_name("group", group), check_name("topic", topic), log.clock(), _due_of)
+
+
+MAX_PEEK = 1000
+
+
+class Peeked(NamedTuple):
+    """A record a queue group holds for a receive, seen without leasing it (`peek`)."""
+
+    message: Message
+    delivery_count: int  # deliveries so far; 0: never handed out
+    due: int  # ms since epoch it is (or was) due; 0: nacked to the front
+    priority: int
+    delayed: bool  # not due yet: a receive would not hand it out now
+
+
+def _upkeep(log: Log) -> QueueUpkeep:
+    store = log.store
+    if not isinstance(store, QueueUpkeep):
+        raise ConfigurationError(f"the {type(store).__name__} store cannot peek into or purge queue groups")
+    return store
+
+
+def peek(log: Log, topic: str, group: str | None = None, limit: int = 10) -> list[Peeked]:
+    """Up to `limit` records the queue group holds for a receive, leasing
+    nothing and registering nothing: the due ones in the order a receive
+    takes them (priority, then due time, then partition and offset), then the
+    delayed ones. In-flight records are not listed (`Queue.in_flight`).
+    UnknownGroup when the group does not exist on the topic."""
+    check_name("topic", topic)
+    name = check_name("group", group if group is not None else topic)
+    check_int("limit", limit, 1, MAX_PEEK)
+    rows = _upkeep(log).queue_peek(name, topic, log.clock(), limit, _due_of, _priority_of)
+    return [
+        Peeked(make_message(topic, w.partition, w[1:5]), w.delivery_count, w.due, w.priority, w.delayed)
+        for w in rows
+    ]
+
+
+def in_flight(log: Log, topic: str, group: str | None = None, limit: int = 100) -> list[Pending]:
+    """Up to `limit` records the queue group has leased now (their lease not
+    run out), by partition and offset: who holds each (None for an unnamed
+    `receive`), when it was delivered, how many times, until when. Registers
+    nothing; UnknownGroup when the group does not exist on the topic."""
+    check_name("topic", topic)
+    name = check_name("group", group if group is not None else topic)
+    check_int("limit", limit, 1, 10_000)
+    return _upkeep(log).queue_in_flight(name, topic, log.clock(), limit)
+
+
+def purge(log: Log, topic: str, group: str | None = None) -> int:
+    """Finish every record the queue group holds now, in one transaction:
+    waiting, delayed and in flight (a later ack of a purged lease is a
+    no-op). Records stay in the topic for its other groups; records appended
+    later reach this group as usual. Returns how many records it finished.
+    UnknownGroup when the group does not exist on the topic (nothing changes)."""
+    check_name("topic", topic)
+    name = check_name("group", group if group is not None else topic)
+    return _upkeep(log).queue_purge(name, topic, log.clock())
 
 
 _DELIVER_AT = DELIVER_AT.encode()
@@ -706,6 +765,7 @@ class Queue:
         pairs = decode_headers(headers)
         pairs += [
             ("tidelog-origin-topic", self.topic.encode()),
+            ("tidelog-origin-group", self.group.encode()),
             ("tidelog-origin-partition", str(lease.partition).encode()),
             ("tidelog-origin-offset", str(lease.offset).encode()),
             ("tidelog-delivery-count", str(lease.delivery_count).encode()),

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import check_name
 from ..errors import InvalidRequest, LeaseLost, TidelogError
-from ..jobs import Handler, check_runner, failure_reason, job_call, retry_delay
+from ..jobs import Handler, check_runner, failure_reason, job_call, log_redelivery, retry_delay
 from ..queues import Delivery
 from ..records import Sent
 
@@ -232,6 +232,7 @@ class Jobs:
             logger.error("no handler for job %r (offset %s); dead-lettering it", name, d.offset)
             await self._settle(d, lambda: self.queue.reject(d, reason=f"unknown job {name!r}"))
             return
+        log_redelivery(d, name, self.queue.max_deliveries)
         try:
             if inspect.iscoroutinefunction(handler):
                 await handler(payload)

@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 import tidelog
 from tidelog.config import MAX_PARTITIONS
 
 from .consume import consume, read
-from .context import AUTO_CREATE_HELP, DEFAULT_PARTITIONS_HELP, DEFAULT_URL, URL_HELP, Session
+from .context import AUTO_CREATE_HELP, DEFAULT_PARTITIONS_HELP, DEFAULT_URL, URL_HELP, Session, SummaryGroup
 from .dlq import dlq
 from .groups import groups, offsets
 from .maintenance import clean, jobs
@@ -31,7 +32,7 @@ def _one_line(message: str) -> str:
     return " ".join(message.split())
 
 
-class TidelogGroup(click.Group):
+class TidelogGroup(SummaryGroup):
     """The error edge: a TidelogError becomes exit 1 with a one-line message."""
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -91,6 +92,10 @@ def cli(
     error (one line on stderr), 2 on a usage error.
     """
     session = ctx.obj = Session(url, json_output, create, auto_create, default_partitions)
+    session.url_given = ctx.get_parameter_source("url") in (
+        ParameterSource.COMMANDLINE,
+        ParameterSource.ENVIRONMENT,
+    )
     ctx.call_on_close(session.close)
 
 

@@ -46,6 +46,7 @@ class Session:
         self.create = create
         self.auto_create = auto_create
         self.default_partitions = default_partitions
+        self.url_given = False  # --db or $TIDELOG_URL, not the default
         self._log: tidelog.Log | None = None
 
     def log(self, *, writes: bool = False) -> tidelog.Log:
@@ -91,7 +92,9 @@ def sqlite_path(url: str) -> str | None:
 
 def _set_url(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
     if value is not None:
-        ctx.ensure_object(Session).url = value
+        session = ctx.ensure_object(Session)
+        session.url = value
+        session.url_given = True
 
 
 def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -153,6 +156,36 @@ def common_options(f: F) -> F:
 
 
 pass_session = click.make_pass_decorator(Session)
+
+
+class SummaryGroup(click.Group):
+    """A command group whose list of commands shows each one's first
+    sentence whole (wrapped), where click would cut it with "..." at the
+    terminal's width."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit=1_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def confirm(question: str, yes: bool, refused: str) -> None:
+    """Ask `question` on stderr unless --yes; anything but yes (an empty or
+    closed stdin too) stops the command with exit 1 and `refused`."""
+    if yes:
+        return
+    try:
+        agreed = click.confirm(question, default=False, err=True)
+    except click.Abort:  # stdin closed: end the prompt's line
+        click.echo(err=True)
+        agreed = False
+    if not agreed:
+        raise click.ClickException(f"{refused}: not confirmed (pass --yes to skip the question)")
 
 
 def check_partition(info: tidelog.TopicInfo, partition: int | None) -> None:

@@ -10,7 +10,7 @@ import click
 
 import tidelog
 
-from .context import Session, common_options, pass_session
+from .context import Session, SummaryGroup, common_options, pass_session
 from .output import emit
 
 
@@ -40,15 +40,22 @@ def clean(session: Session, topic: str | None, chunk: int) -> None:
         )
 
 
-@click.group("jobs")
+@click.group("jobs", cls=SummaryGroup)
 def jobs() -> None:
     """The job runner."""
 
 
 @jobs.command("run")
 @click.argument("target", metavar="MODULE:ATTRIBUTE")
-def run_jobs(target: str) -> None:
-    """Run the tidelog.Jobs object at MODULE:ATTRIBUTE until SIGINT/SIGTERM."""
+@common_options
+@pass_session
+def run_jobs(session: Session, target: str) -> None:
+    """Run the tidelog.Jobs object at MODULE:ATTRIBUTE until SIGINT/SIGTERM.
+
+    Its handlers and settings run on the log the object was made with, or
+    on --db (or $TIDELOG_URL) when given: one module, run against a file in
+    development and a server or PostgreSQL in production.
+    """
     module_name, sep, attribute = target.partition(":")
     if not sep or not module_name or not attribute:
         raise click.BadParameter("expected MODULE:ATTRIBUTE, e.g. myapp.tasks:jobs", param_hint="TARGET")
@@ -61,4 +68,7 @@ def run_jobs(target: str) -> None:
     if not isinstance(runner, tidelog.Jobs):
         raise click.ClickException(f"{target} is not a tidelog.Jobs object")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if session.url_given:
+        runner = runner.on(session.log(writes=True))
+        logging.getLogger("tidelog.jobs").info("running the jobs of %s on %s", target, session.url)
     runner.run()

@@ -4,7 +4,9 @@ The command shares the topic's partitions with the group's other members
 (other `tidelog consume` runs, Python consumers, HTTP members) and prints
 what its partitions hold. Signals only set a flag here: polls are short, so
 the loop notices within a fraction of a second, commits what it printed and
-leaves the group, handing its partitions over.
+leaves the group, handing its partitions over. With --follow each change of
+its assignment is said on stderr (stdout stays records only), as a
+rebalance moves partitions to or from it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,26 @@ def consume_as_member(
     member: tidelog.GroupConsumer | None = None
     dirty = False  # printed records not yet committed (a --from jump alone is not committed)
 
+    def names(tps: list[tuple[str, int]]) -> str:
+        return ", ".join(f"{t}/{p}" for t, p in sorted(tps)) or "no partition"
+
+    def say(what: str, tps: list[tuple[str, int]]) -> None:
+        if not follow:
+            return
+        line = f"{group}: {what} {names(tps)}"
+        if member is not None:  # (the first assignment arrives before the constructor returns)
+            # A revoke is said before the member lets go: what it keeps is the rest.
+            held = (
+                set(member.assignment()) | set(tps)
+                if what == "assigned"
+                else set(member.assignment()) - set(tps)
+            )
+            line += f"; holds {names(list(held))} (generation {member.generation})"
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
     def assigned(tps: list[tuple[str, int]]) -> None:
+        say("assigned", tps)
         # The first assignment arrives inside the constructor; it is applied
         # just after, once `member` exists.
         if start is not None and member is not None:
@@ -42,8 +63,9 @@ def consume_as_member(
             for p, position in positions.items():
                 member.set_position(topic, p, position)
 
-    def revoked(_tps: list[tuple[str, int]]) -> None:
+    def revoked(tps: list[tuple[str, int]]) -> None:
         nonlocal dirty
+        say("revoked", tps)
         if dirty and not no_commit and member is not None:
             sys.stdout.flush()
             member.commit()  # what was printed from them, before they move

@@ -22,6 +22,7 @@ from tabulate import tabulate
 import tidelog
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+dumps = _dumps  # a value as compact JSON text, for the lines other modules build
 
 
 def bytes_field(raw: bytes | None) -> Any:

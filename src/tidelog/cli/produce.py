@@ -18,8 +18,9 @@ stay written, and the message says which lines were and were not. For an
 all-or-nothing file, set `--batch` above its line count (at most 100,000). A
 live pipe (`tail -f app.log | tidelog produce ...`) wants `--batch 1`.
 
-Blank lines are skipped. Each batch is printed as it commits (with --json
-one line a batch, else a table of offset ranges per partition at the end).
+Blank lines are skipped. What was written is printed: with --json one line
+a batch as it commits; else, at the end, where each record went, as
+`TOPIC/PARTITION@OFFSET` (a run of records as `@FIRST..LAST`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from tidelog.queues import check_dedup_id, dedup_write
 from tidelog.topics import check_partition
 
 from .context import Session, common_options, pass_session, topic_policy_options
-from .output import emit, table
+from .output import emit
 
 DEFAULT_CHUNK = 1000
 MAX_CHUNK = 100_000
@@ -211,7 +212,7 @@ def produce(
     dedup_id: str | None,
     batch: int,
 ) -> None:
-    """Append records to TOPIC and print their offsets.
+    """Append records to TOPIC and print where they went: TOPIC/PARTITION@OFFSET.
 
     With --data, one record; else each line of stdin is one record (a JSON
     value by default, see --format), written in atomic batches of --batch
@@ -284,7 +285,10 @@ def produce(
     else:
         read_lines(sys.stdin.buffer, batch, write, ranges, lambda raw: decode_record(raw, fmt, delimiter))
     if not session.json:
-        table(["PARTITION", "FIRST", "LAST", "COUNT"], ranges.rows, right=(0, 1, 2, 3))
+        for p, first, last, count in ranges.rows:
+            click.echo(
+                f"{topic}/{p}@{first}" if count == 1 else f"{topic}/{p}@{first}..{last} ({count} records)"
+            )
 
 
 class Spreader:

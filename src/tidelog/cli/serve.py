@@ -84,9 +84,19 @@ def read_token_file(path: str) -> tuple[str, int]:
 
 @click.command()
 @click.option(
-    "--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback unless told)."
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind: loopback unless told; 0.0.0.0 (or this machine's address) to serve other"
+    " machines, with --token or --token-file, and TLS off a trusted network.",
 )
-@click.option("--port", type=click.IntRange(0, 65535), default=7070, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=7070,
+    show_default=True,
+    help="The HTTP port (the API, /metrics, /docs and the console); 0: a free port the kernel picks.",
+)
 @click.option(
     "--token",
     envvar="TIDELOG_TOKEN",
@@ -176,9 +186,11 @@ def read_token_file(path: str) -> tuple[str, int]:
     "--workers",
     type=click.IntRange(0, 256),
     default=0,
-    help="Server processes sharing the port and the store (Linux). Default: one a core (one for"
-    " :memory: or --port 0). Stream-group members over HTTP are served by the first; the others"
-    " forward their routes to it.",
+    show_default=True,
+    metavar="N",
+    help="Server processes sharing the port and the store (Linux). 0 (the default) picks: one a"
+    " core, or one for :memory: and --port 0. Stream-group members over HTTP are served by the"
+    " first; the others forward their routes to it.",
 )
 @click.option(
     "--max-connections",
@@ -267,7 +279,11 @@ def serve(
     max_restarts: int,
     restart_window: float,
 ) -> None:
-    """Serve the log over HTTP (and the Redis protocol) until interrupted."""
+    """Serve the log over HTTP, the Redis protocol and Kafka's until interrupted.
+
+    Each front shares the log, the host and the token; --resp-port 0 and
+    --kafka-port 0 turn the Redis and Kafka fronts off.
+    """
     warnings = []
     on_command_line = click.get_current_context().get_parameter_source("token") == ParameterSource.COMMANDLINE
     if token_file is not None:

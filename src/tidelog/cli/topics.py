@@ -8,7 +8,7 @@ import click
 
 import tidelog
 
-from .context import Session, common_options, pass_session
+from .context import Session, SummaryGroup, common_options, pass_session
 from .output import emit, table, when
 
 
@@ -25,7 +25,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-@click.group()
+@click.group(cls=SummaryGroup)
 def topics() -> None:
     """Create, inspect and delete topics."""
 

@@ -13,8 +13,9 @@ encodes them.
 
 The contract is split by role (`LogStore`, `GroupStore`, `QueueStore`,
 composed into `Store`); what only some stores offer is a runtime-checkable
-capability (`NamedConsumers`, `Cleanable`, `CleansRemotely`, `RedrivesRemotely`,
-`Watchable`, `Reclaimable`, `StreamingAppend`), tested with `isinstance`.
+capability (`NamedConsumers`, `QueueUpkeep`, `Cleanable`, `CleansRemotely`,
+`RedrivesRemotely`, `Watchable`, `Reclaimable`, `StreamingAppend`), tested with
+`isinstance`.
 """
 
 from __future__ import annotations
@@ -190,6 +191,20 @@ class PendingSummary(NamedTuple):
     first: int | None  # lowest leased offset
     last: int | None  # highest leased offset
     consumers: list[tuple[str | None, int]]  # (consumer, leases held), by name
+
+
+class Waiting(NamedTuple):
+    """A record a queue group holds for a receive, as `QueueUpkeep.queue_peek` lists it."""
+
+    partition: int
+    offset: int
+    timestamp: int
+    value: bytes | str  # as a Row holds it
+    meta: bytes | None
+    delivery_count: int  # deliveries so far (0: never handed out)
+    due: int  # ms since epoch it is (or was) due; 0: nacked to the front
+    priority: int
+    delayed: bool  # not due yet
 
 
 class ConsumerInfo(NamedTuple):
@@ -638,6 +653,36 @@ class NamedConsumers(Protocol):
 
 
 @runtime_checkable
+class QueueUpkeep(Protocol):
+    """Looking into a queue group and emptying it, as an operator does from the
+    shell or the console (pgmq's `read` without a lease and `purge_queue`).
+    Every call raises UnknownGroup when the group does not exist on the topic
+    and then changes nothing: none registers a group."""
+
+    def queue_list(self, topic: str) -> list[str]:
+        """Queue groups on a topic, oldest first."""
+
+    def queue_peek(
+        self, group: str, topic: str, now: int, limit: int, due_of: DueOf, priority_of: PriorityOf
+    ) -> list[Waiting]:
+        """Up to `limit` records not leased now, leasing nothing: those due
+        first, by priority (highest first), due time, partition and offset;
+        then the delayed ones by due time. New records past a partition's
+        cursor are due at `due_of(timestamp, meta)` with `priority_of(meta)`.
+        A group ordered by key hands a key's records out one at a time: the
+        list shows them all."""
+
+    def queue_in_flight(self, group: str, topic: str, now: int, limit: int) -> list[Pending]:
+        """Up to `limit` records leased now (deadline after `now`), by partition and offset."""
+
+    def queue_purge(self, group: str, topic: str, now: int) -> int:
+        """In one transaction, finish every record the group holds: waiting,
+        delayed and leased (a later ack of a purged lease is a no-op, as for a
+        record done); records appended after it are delivered as usual.
+        Returns how many records it finished."""
+
+
+@runtime_checkable
 class Transactional(Protocol):
     """A store that appends inside the application's own transaction, on the
     application's own connection to the same database (the outbox pattern):
@@ -699,12 +744,18 @@ class CleansRemotely(Protocol):
 
 @runtime_checkable
 class RedrivesRemotely(Protocol):
-    """A store whose server redrives dead letters (http://): the core asks it instead."""
+    """A store whose server redrives and purges dead letters (http://): the core asks it instead."""
 
     def redrive(
-        self, dead_letter: str, offsets: list[int] | None, origin: str | None
+        self, dead_letter: str, offsets: list[int] | None, origin: str | None, dry_run: bool = False
     ) -> tuple[list[tuple[int, str, int, int]], list[int]]:
-        """Redrive there: ((dead-letter offset, topic, partition, offset) moved, offsets skipped)."""
+        """Redrive there: ((dead-letter offset, topic, partition, offset) moved, offsets skipped);
+        a dry run moves nothing and says offset 0 for each it would move."""
+
+    def purge_dead_letters(
+        self, dead_letter: str, offsets: list[int] | None, origin: str | None, dry_run: bool = False
+    ) -> tuple[list[int], list[int]]:
+        """Purge there: (dead-letter offsets removed, or that a dry run would remove; offsets skipped)."""
 
 
 @runtime_checkable

@@ -40,7 +40,9 @@ from .base import (
     GroupSync,
     Leased,
     PartitionInfo,
+    Pending,
     QueueStats,
+    QueueUpkeep,
     Rebalance,
     RedrivesRemotely,
     Replayed,
@@ -48,6 +50,7 @@ from .base import (
     Settle,
     Store,
     TopicInfo,
+    Waiting,
     Watchable,
 )
 
@@ -99,7 +102,7 @@ def _tls_context() -> Any:
     return httpx.create_ssl_context()  # honours SSL_CERT_FILE and SSL_CERT_DIR
 
 
-class HTTPStore(Store, CleansRemotely, RedrivesRemotely, Watchable):
+class HTTPStore(Store, QueueUpkeep, CleansRemotely, RedrivesRemotely, Watchable):
     """Store protocol over HTTP. Thread-safe: one connection pool, reused."""
 
     dialect = "http"
@@ -217,17 +220,31 @@ class HTTPStore(Store, CleansRemotely, RedrivesRemotely, Watchable):
         reports: list[dict[str, Any]] = self._call("POST", path, params={"chunk": chunk})["reports"]
         return reports
 
-    def redrive(
-        self, dead_letter: str, offsets: list[int] | None, origin: str | None
-    ) -> tuple[list[tuple[int, str, int, int]], list[int]]:
+    @staticmethod
+    def _dead_letter_body(offsets: list[int] | None, origin: str | None, dry_run: bool) -> dict[str, Any]:
         body: dict[str, Any] = {}
         if offsets is not None:
             body["offsets"] = offsets
         if origin is not None:
             body["origin"] = origin
+        if dry_run:
+            body["dry_run"] = True
+        return body
+
+    def redrive(
+        self, dead_letter: str, offsets: list[int] | None, origin: str | None, dry_run: bool = False
+    ) -> tuple[list[tuple[int, str, int, int]], list[int]]:
+        body = self._dead_letter_body(offsets, origin, dry_run)
         got = self._call("POST", f"/v1/topics/{_seg(dead_letter)}/redrive", json=body)
         moved = [(m["dead_letter_offset"], m["topic"], m["partition"], m["offset"]) for m in got["moved"]]
         return moved, got["skipped"]
+
+    def purge_dead_letters(
+        self, dead_letter: str, offsets: list[int] | None, origin: str | None, dry_run: bool = False
+    ) -> tuple[list[int], list[int]]:
+        body = self._dead_letter_body(offsets, origin, dry_run)
+        got = self._call("POST", f"/v1/topics/{_seg(dead_letter)}/purge", json=body)
+        return got["removed"], got["skipped"]
 
     def last_clean(self, topic: str) -> dict[str, Any] | None:
         last: dict[str, Any] | None = self._call("GET", f"/v1/topics/{_seg(topic)}")["last_clean"]
@@ -525,6 +542,42 @@ class HTTPStore(Store, CleansRemotely, RedrivesRemotely, Watchable):
     def queue_stats(self, group: str, topic: str, now: int, due_of: Any) -> QueueStats:
         d = self._call("GET", self._queue_path(topic, "stats"), params={"group": group})
         return QueueStats(*(d[f] for f in QueueStats._fields))
+
+    # looking into and emptying queue groups (QueueUpkeep) ------------------------------
+
+    def queue_list(self, topic: str) -> list[str]:
+        d = self._call("GET", "/v1/queues", params={"topic": topic})
+        return [q["group"] for q in d["queues"]]
+
+    def queue_peek(
+        self, group: str, topic: str, now: int, limit: int, due_of: Any, priority_of: Any
+    ) -> list[Waiting]:
+        params = {"group": group, "max": limit}
+        d = self._call("GET", self._queue_path(topic, "peek"), params=params)
+        out = []
+        for m in d["messages"]:
+            offset, timestamp, value, meta = wire_to_row(m)
+            out.append(
+                Waiting(
+                    m["partition"],
+                    offset,
+                    timestamp,
+                    value,
+                    meta,
+                    m["delivery_count"],
+                    m["due"],
+                    m["priority"],
+                    m["delayed"],
+                )
+            )
+        return out
+
+    def queue_in_flight(self, group: str, topic: str, now: int, limit: int) -> list[Pending]:
+        d = self._call("GET", self._queue_path(topic, "in-flight"), params={"group": group, "max": limit})
+        return [Pending(*(m[f] for f in Pending._fields)) for m in d["leases"]]
+
+    def queue_purge(self, group: str, topic: str, now: int) -> int:
+        return int(self._call("POST", self._queue_path(topic, "purge"), params={"group": group})["purged"])
 
     # wake-ups --------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from urllib.parse import unquote_to_bytes
 from .errors import error_body
 from .sessions import Sessions
 
-OPEN_PATHS = frozenset({"/healthz", "/console/login"})
+OPEN_PATHS = frozenset({"/healthz", "/console/login", "/favicon.ico"})
 OPEN_PREFIXES = ("/console/static/",)  # the console's stylesheet and scripts hold nothing secret
 SESSION_COOKIE = "tidelog_console"
 # Scope keys (ASGI allows a server's own): "bearer" or "session", and the console session.

@@ -172,6 +172,31 @@ DELIVERY = {
         "lease_deadline": {"type": "integer", "description": "ms since epoch"},
     },
 }
+PEEKED = {
+    **RECORD_OUT,
+    "properties": {
+        **RECORD_OUT["properties"],
+        "delivery_count": {"type": "integer", "description": "deliveries so far"},
+        "due": {"type": "integer", "description": "ms since epoch; 0: nacked to the front"},
+        "priority": {"type": "integer"},
+        "delayed": {"type": "boolean", "description": "not due yet"},
+    },
+}
+DEAD_LETTER_PICK = {
+    "type": "object",
+    "properties": {
+        "offsets": {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 1, "maximum": MAX_OFFSET},
+            "minItems": 1,
+            "maxItems": 10000,
+            "uniqueItems": True,
+        },
+        "origin": NAME,
+        "dry_run": {"type": "boolean", "default": False},
+    },
+    "additionalProperties": False,
+}
 TOPIC_PARTITION = {
     "type": "array",
     "prefixItems": [NAME, {"type": "integer", "minimum": 0}],
@@ -599,23 +624,58 @@ def spec() -> dict[str, Any]:
         },
         "/v1/topics/{topic}/redrive": {
             "post": _op(
-                "Move dead letters of this dead-letter topic back to their origin topics (all, or by offset)",
+                "Move dead letters of this dead-letter topic back to their origin topics (all, or by offset); "
+                "dry_run: check and answer the plan (offset 0 each), move nothing. A topic holding no dead "
+                "letter: 400",
                 params=[TOPIC_P],
-                body={
+                body=DEAD_LETTER_PICK,
+                optional_body=True,
+                result={
                     "type": "object",
                     "properties": {
-                        "offsets": {
-                            "type": "array",
-                            "items": {"type": "integer", "minimum": 1, "maximum": MAX_OFFSET},
-                            "minItems": 1,
-                            "maxItems": 10000,
-                            "uniqueItems": True,
-                        },
-                        "origin": NAME,
+                        "dead_letter": {"type": "string"},
+                        "moved": {"type": "array", "items": {"type": "object"}},
+                        "skipped": {"type": "array", "items": {"type": "integer"}},
+                        "dry_run": {"type": "boolean"},
                     },
-                    "additionalProperties": False,
                 },
+            )
+        },
+        "/v1/topics/{topic}/purge": {
+            "post": _op(
+                "Remove dead letters of this dead-letter topic without moving them (all, or by offset; "
+                "records without an origin stamp stay); dry_run: answer what would go, remove nothing. "
+                "A topic holding no dead letter: 400",
+                params=[TOPIC_P],
+                body=DEAD_LETTER_PICK,
                 optional_body=True,
+                result={
+                    "type": "object",
+                    "properties": {
+                        "dead_letter": {"type": "string"},
+                        "removed": {"type": "array", "items": {"type": "integer"}},
+                        "skipped": {"type": "array", "items": {"type": "integer"}},
+                        "dry_run": {"type": "boolean"},
+                    },
+                },
+            )
+        },
+        "/v1/queues": {
+            "get": _op(
+                "The queue groups of the log (or of one topic), oldest first on each topic",
+                params=[_q("topic", NAME)],
+                result={
+                    "type": "object",
+                    "properties": {
+                        "queues": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "properties": {"topic": {"type": "string"}, "group": {"type": "string"}},
+                            },
+                        }
+                    },
+                },
             )
         },
         "/v1/queues/{topic}": {
@@ -760,6 +820,34 @@ def spec() -> dict[str, Any]:
             "get": _op(
                 "Available, in flight, delayed, dead-lettered and the oldest available record's age",
                 params=[TOPIC_P, QGROUP],
+            )
+        },
+        "/v1/queues/{topic}/peek": {
+            "get": _op(
+                "Up to max records the group holds for a receive, leasing nothing: the due ones in the "
+                "order a receive takes them, then the delayed ones (a missing group: 404, never made)",
+                params=[TOPIC_P, QGROUP, _limit("max", 1000)],
+                result={
+                    "type": "object",
+                    "properties": {"messages": {"type": "array", "items": PEEKED}},
+                },
+            )
+        },
+        "/v1/queues/{topic}/in-flight": {
+            "get": _op(
+                "Up to max records the group has leased now: partition, offset, consumer, delivered, "
+                "delivery_count, deadline",
+                params=[TOPIC_P, QGROUP, _limit("max", 10000)],
+            )
+        },
+        "/v1/queues/{topic}/purge": {
+            "post": _op(
+                "Finish every record the group holds now (waiting, delayed, in flight) in one transaction; "
+                "the records stay in the topic, later ones are delivered as usual (a missing group: 404)",
+                params=[TOPIC_P, QGROUP],
+                body={"type": "object", "additionalProperties": False},
+                optional_body=True,
+                result={"type": "object", "properties": {"purged": {"type": "integer"}}},
             )
         },
         "/subscribe/{topic}": {

@@ -1,4 +1,6 @@
-"""Operations routes: /healthz, /metrics, /openapi.json and /docs.
+"""Operations routes: /healthz, /metrics, /openapi.json, /docs and the icon
+browsers ask for (/favicon.ico, the console's, served without a token: it
+tells nothing).
 
 /docs is Swagger UI 5 from the swagger-ui-bundle-v2 package (the same
 `swagger_ui_bundle` module as swagger-ui-bundle, whose 4.x cannot render the
@@ -72,10 +74,19 @@ async def docs(request: Request) -> Response:
     return HTMLResponse(DOCS_HTML)
 
 
+_ICON = files("tidelog.server.http.console").joinpath("static", "favicon.svg").read_bytes()
+
+
+async def favicon(request: Request) -> Response:
+    # An SVG at the address browsers ask for: they render it whatever the name says.
+    return Response(_ICON, media_type="image/svg+xml", headers={"cache-control": "public, max-age=86400"})
+
+
 routes = [
     Route("/healthz", healthz, methods=["GET"]),
     Route("/metrics", metrics, methods=["GET"]),
     Route("/openapi.json", openapi, methods=["GET"]),
     Route("/docs", docs, methods=["GET"]),
+    Route("/favicon.ico", favicon, methods=["GET"]),
     Mount("/docs/static", StaticFiles(directory=swagger_ui_dir()), name="docs-static"),
 ]

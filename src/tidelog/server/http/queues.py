@@ -4,7 +4,10 @@ Every route takes `?group=` (default: the topic's name) and is a thin
 translation of `tidelog.Queue`: open, send (with a delay), receive (a
 long-poll that wakes on an append or when a delayed or expired record falls
 due), ack, nack (front, back, delay), extend, reject and stats. Deliveries
-carry an opaque receipt token (see `receipts`).
+carry an opaque receipt token (see `receipts`). Beside them, what an
+operator reaches for (`tidelog.queues.peek`, `purge`): the queue groups of
+the log, a peek that leases nothing, and a purge; these never register a
+group (a missing one is a 404).
 """
 
 from __future__ import annotations
@@ -24,12 +27,24 @@ from ...bounds import (
     check_priority,
     check_seconds,
     check_time_ms,
+    check_visibility_timeout,
 )
 from ...config import check_name
 from ...errors import InvalidRequest, LeaseLost, TidelogError
 from ...log import MAX_BATCH
 from ...notify import along_poll
-from ...queues import Delivery, Queue, check_dedup_id, dedup_write, prepare_send, queue_stats
+from ...queues import (
+    MAX_PEEK,
+    Delivery,
+    Queue,
+    check_dedup_id,
+    dedup_write,
+    in_flight,
+    peek,
+    prepare_send,
+    purge,
+    queue_stats,
+)
 from ...records import Prepared
 from ...wire import record_in, row_to_wire
 from . import receipts
@@ -172,8 +187,8 @@ async def receive(request: Request) -> Response:
     topic, group = topic_and_group(request)
     limit = query_limit(request, "max", 1, MAX_RECEIVE)
     visibility = query_seconds(request, "visibility_timeout")
-    if visibility is not None:  # checked before the group is opened (a receive registers it)
-        check_seconds("visibility_timeout", visibility, MAX_VISIBILITY_S, positive=True)
+    if visibility is not None:
+        check_visibility_timeout(visibility)  # before the group is opened: a refused receive registers none
     wait = query_wait(request, ctx.settings.max_wait)
     queue = await ctx.run(ctx.queue, topic, group)
     got, next_due = await receive_deliveries(ctx, queue, limit, visibility, wait)
@@ -344,7 +359,53 @@ async def stats(request: Request) -> Response:
     return json_response({"topic": topic, "group": group, **s._asdict()})
 
 
+async def list_queues(request: Request) -> Response:
+    """The queue groups of the log, or of `?topic=`, oldest first on each topic."""
+    ctx = ctx_of(request)
+    raw = request.query_params.get("topic")
+    topic = check_name("topic", raw) if raw else None
+    found = await ctx.run(ctx.log.queue_groups, topic)
+    return json_response({"queues": [{"topic": t, "group": g} for t, g in found]})
+
+
+async def peek_queue(request: Request) -> Response:
+    """Up to `max` records the group holds for a receive, leasing nothing."""
+    ctx = ctx_of(request)
+    topic, group = topic_and_group(request)
+    limit = query_limit(request, "max", 10, MAX_PEEK)
+    got = await ctx.run(peek, ctx.log, topic, group, limit)
+    out = []
+    for p in got:
+        item = row_to_wire(topic, p.message.partition, p.message, raw_json)
+        item.update(delivery_count=p.delivery_count, due=p.due, priority=p.priority, delayed=p.delayed)
+        out.append(item)
+    return json_response({"topic": topic, "group": group, "messages": out})
+
+
+async def leased(request: Request) -> Response:
+    """Up to `max` records the group has leased now, by partition and offset."""
+    ctx = ctx_of(request)
+    topic, group = topic_and_group(request)
+    limit = query_limit(request, "max", 100, 10_000)
+    got = await ctx.run(in_flight, ctx.log, topic, group, limit)
+    return json_response({"topic": topic, "group": group, "leases": [p._asdict() for p in got]})
+
+
+async def purge_queue(request: Request) -> Response:
+    """Finish every record the group holds now (waiting, delayed, in flight), in one transaction."""
+    ctx = ctx_of(request)
+    topic, group = topic_and_group(request)
+    raw = await read_body(request, ctx.settings.max_body)
+    body = parse_json(raw) if raw.strip() else {}
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object")
+    no_unknown(body, set())
+    purged = await ctx.run(purge, ctx.log, topic, group)
+    return json_response({"topic": topic, "group": group, "purged": purged})
+
+
 routes = [
+    Route("/v1/queues", list_queues, methods=["GET"]),
     Route("/v1/queues/{topic}", open_queue, methods=["POST"]),
     Route("/v1/queues/{topic}/messages", send, methods=["POST"]),
     Route("/v1/queues/{topic}/receive", receive, methods=["POST"]),
@@ -353,4 +414,7 @@ routes = [
     Route("/v1/queues/{topic}/extend", extend, methods=["POST"]),
     Route("/v1/queues/{topic}/reject", reject, methods=["POST"]),
     Route("/v1/queues/{topic}/stats", stats, methods=["GET"]),
+    Route("/v1/queues/{topic}/peek", peek_queue, methods=["GET"]),
+    Route("/v1/queues/{topic}/in-flight", leased, methods=["GET"]),
+    Route("/v1/queues/{topic}/purge", purge_queue, methods=["POST"]),
 ]

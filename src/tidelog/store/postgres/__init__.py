@@ -7,7 +7,16 @@ psycopg 3 with its connection pool. One module a role, each a subclass of
 
 from __future__ import annotations
 
-from ..base import ClassicGroupStore, Cleanable, NamedConsumers, Reclaimable, Store, Transactional, Watchable
+from ..base import (
+    ClassicGroupStore,
+    Cleanable,
+    NamedConsumers,
+    QueueUpkeep,
+    Reclaimable,
+    Store,
+    Transactional,
+    Watchable,
+)
 from ..failures import translate_errors
 from .base import DRIVER_ERROR, PostgresBase, store_failure
 from .classic import PostgresClassicGroups
@@ -17,6 +26,7 @@ from .log import PostgresLog
 from .outbox import PostgresOutbox
 from .queues import PostgresQueues
 from .retention import PostgresRetention
+from .upkeep import PostgresUpkeep
 
 
 @translate_errors(DRIVER_ERROR, store_failure)
@@ -28,8 +38,10 @@ class PostgresStore(
     PostgresClassicGroups,
     PostgresRetention,
     PostgresOutbox,
+    PostgresUpkeep,
     Store,
     NamedConsumers,
+    QueueUpkeep,
     ClassicGroupStore,
     Cleanable,
     Watchable,

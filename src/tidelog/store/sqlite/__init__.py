@@ -14,6 +14,7 @@ from ..base import (
     ClassicGroupStore,
     Cleanable,
     NamedConsumers,
+    QueueUpkeep,
     ReadsInto,
     Reclaimable,
     Store,
@@ -29,6 +30,7 @@ from .log import SQLiteLog
 from .outbox import SQLiteOutbox
 from .queues import SQLiteQueues
 from .retention import SQLiteRetention
+from .upkeep import SQLiteUpkeep
 
 
 @translate_errors(sqlite3.Error, store_failure)
@@ -40,8 +42,10 @@ class SQLiteStore(
     SQLiteClassicGroups,
     SQLiteRetention,
     SQLiteOutbox,
+    SQLiteUpkeep,
     Store,
     NamedConsumers,
+    QueueUpkeep,
     ClassicGroupStore,
     Cleanable,
     Watchable,

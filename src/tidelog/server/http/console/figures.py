@@ -7,13 +7,14 @@ answer its live refresh, so the two never disagree. Nothing here writes.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from ....deadletters import DeadLetter, dead_letters
 from ....errors import UnknownGroup, UnknownTopic
 from ....log import GroupLag, Log
-from ....queues import queue_stats
+from ....queues import Queue, queue_stats
 from ....store.base import GroupMember, NamedConsumers, PartitionInfo, QueueStats
 from .history import History
 
@@ -157,6 +158,13 @@ def queue_group(
     )
 
 
+def queue_handle(log: Log, topic: str, group: str) -> Queue:
+    """A handle on an existing queue group (a form never makes one)."""
+    if not isinstance(log.store, NamedConsumers) or log.store.queue_info(group, topic) is None:
+        raise UnknownGroup(f"queue group {group!r} does not exist on topic {topic!r}")
+    return log.queue(topic, group)
+
+
 def queue_group_names(log: Log) -> list[tuple[str, str]]:
     return log.queue_groups() if isinstance(log.store, NamedConsumers) else []
 
@@ -194,15 +202,42 @@ def overview(log: Log, history: History) -> Overview:
                     "href": f"/console/queues/{q.topic}/{q.group}",
                 }
             )
-        if q.dead_letter_records:
-            banners.append(
-                {
-                    "text": f"Dead-letter topic {q.dead_letter} holds {q.dead_letter_records} record(s) "
-                    f"of queue group {q.group} on {q.topic}.",
-                    "href": f"/console/queues/{q.topic}/{q.group}#dead-letters",
-                }
-            )
+    banners += dead_letter_banners(log, queues)
     return Overview(sorted(topics.values(), key=lambda t: t.name), streams, queues, banners)
+
+
+SHARED_DEAD_LETTERS_READ = 1000  # dead letters read to tell apart the groups sharing a dead-letter topic
+
+
+def dead_letter_banners(log: Log, queues: list[QueueGroupFigures]) -> list[dict[str, str]]:
+    """One banner a queue group with dead letters waiting. A dead-letter topic
+    written by one group is that group's; one several groups share (every
+    group of a topic writes to `<topic>.dlq` by default) is read, and each
+    dead letter counted for the group its stamp names."""
+    writers: dict[str, list[QueueGroupFigures]] = {}
+    for q in queues:
+        if q.dead_letter_records:
+            writers.setdefault(q.dead_letter, []).append(q)
+    banners = []
+    for dead_letter, groups in writers.items():
+        counts: Counter[tuple[str, str | None]]
+        if len(groups) == 1:
+            counts = Counter({(groups[0].topic, groups[0].group): groups[0].dead_letter_records})
+        else:
+            read = dead_letters_page(log, dead_letter, SHARED_DEAD_LETTERS_READ)
+            counts = Counter((d.origin_topic or "?", d.origin_group) for d in read)
+        for (topic, group), n in sorted(counts.items(), key=lambda c: (c[0][0], c[0][1] or "")):
+            if group is None:  # dead-lettered before groups were stamped
+                text, href = f"of {topic} (group not recorded)", f"/console/topics/{dead_letter}"
+            else:
+                text, href = (
+                    f"of queue group {group} on {topic}",
+                    f"/console/queues/{topic}/{group}#dead-letters",
+                )
+            banners.append(
+                {"text": f"Dead-letter topic {dead_letter} holds {n} record(s) {text}.", "href": href}
+            )
+    return banners
 
 
 def sample_values(ov: Overview) -> dict[str, float]:

@@ -77,6 +77,22 @@ class History:
             start = series[-2]
         return max(0.0, (end[1] - start[1]) * 1000 / (end[0] - start[0]))
 
+    def rates(self, name: str, over_ms: int) -> list[tuple[int, float]]:
+        """`rate(name, over_ms)` as it stood at each sample: the chart of a
+        figure whose last point is the figure (a header's rate and its chart
+        never disagree)."""
+        series = self.points(name)
+        out = []
+        j = 0
+        for i in range(1, len(series)):
+            end = series[i]
+            while series[j][0] < end[0] - over_ms:
+                j += 1
+            start = series[j] if j < i and series[j][0] != end[0] else series[i - 1]
+            if end[0] > start[0]:
+                out.append((end[0], max(0.0, (end[1] - start[1]) * 1000 / (end[0] - start[0]))))
+        return out
+
     def per_second(self, name: str) -> list[tuple[int, float]]:
         """A counter's series as its rate between consecutive samples."""
         series = self.points(name)

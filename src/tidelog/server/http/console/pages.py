@@ -15,6 +15,7 @@ from ....bounds import MAX_OFFSET
 from ....config import MAX_PARTITIONS, check_int, check_name
 from ....errors import InvalidRequest, NotFound, UnknownGroup, UnknownPartition
 from ....log import Log
+from ....queues import peek
 from ....records import Message
 from ....resets import offset_for_time
 from ....store.base import NamedConsumers, Pending
@@ -25,6 +26,7 @@ PAGE = 20  # records a page of the browser
 SCAN_LIMIT = 10_000  # records a key search reads at most a request
 DEAD_LETTERS_SHOWN = 100
 IN_FLIGHT_SHOWN = 100
+WAITING_SHOWN = 20
 
 
 def overview(log: Log, history: History, cached: bool = False) -> dict[str, Any]:
@@ -146,7 +148,8 @@ def topic(log: Log, history: History, name: str, args: dict[str, str]) -> dict[s
         "queue_groups": queue_groups,
         "rate": rate,
         "fields": fields,
-        "charts": {"rate": history.per_second(f"topic:{name}:end")},
+        # The chart's last point is the header's rate: the same one-minute window.
+        "charts": {"rate": history.rates(f"topic:{name}:end", figures.RATE_WINDOW_MS)},
         "charts_meta": {"rate": "records appended per second"},
     }
 
@@ -207,7 +210,8 @@ def queue_group(log: Log, history: History, topic: str, group: str) -> dict[str,
     letters = [
         d
         for d in figures.dead_letters_page(log, q.dead_letter, DEAD_LETTERS_SHOWN)
-        if d.origin_topic == topic
+        # Another group of the topic may share the dead-letter topic: show this group's.
+        if d.origin_topic == topic and d.origin_group in (None, group)
     ]
     fields = {
         "available": text.count(q.stats.available),
@@ -223,6 +227,8 @@ def queue_group(log: Log, history: History, topic: str, group: str) -> dict[str,
         banners.append({"text": f"The backlog of {group} is growing.", "href": ""})
     return {
         "q": q,
+        "waiting": peek(log, topic, group, WAITING_SHOWN),
+        "received": None,  # the deliveries of the receive that rendered the page, with their receipts
         "leased": leased,
         "letters": letters,
         "fields": fields,

@@ -190,6 +190,14 @@ console_routes = [
     Route("/groups/{group}/reset", refusals(actions.reset), methods=["POST"]),
     Route("/queues/{topic}/{group}", queue_group, methods=["GET"]),
     Route("/queues/{topic}/{group}/redrive", refusals(actions.redrive_dead_letters), methods=["POST"]),
+    Route(
+        "/queues/{topic}/{group}/purge-dead-letters", refusals(actions.purge_dead_letters), methods=["POST"]
+    ),
+    Route("/queues/{topic}/{group}/send", refusals(actions.queue_send), methods=["POST"]),
+    Route("/queues/{topic}/{group}/receive", refusals(actions.queue_receive), methods=["POST"]),
+    Route("/queues/{topic}/{group}/ack", refusals(actions.queue_ack), methods=["POST"]),
+    Route("/queues/{topic}/{group}/nack", refusals(actions.queue_nack), methods=["POST"]),
+    Route("/queues/{topic}/{group}/purge", refusals(actions.queue_purge), methods=["POST"]),
     Route("/api/", api_overview, methods=["GET"]),
     Route("/api/topics/{topic}", api_topic, methods=["GET"]),
     Route("/api/groups/{group}", api_stream_group, methods=["GET"]),

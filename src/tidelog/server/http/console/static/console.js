@@ -35,30 +35,62 @@
     }));
   }
 
+  function nice(top) {
+    // The axis' top: the next 1, 2 or 5 times a power of ten above the peak.
+    if (!(top > 0)) return 1;
+    var step = Math.pow(10, Math.floor(Math.log10(top)));
+    var m = top / step;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * step;
+  }
+
+  function label(value, unit) {
+    var digits = unit === "/s" || !Number.isInteger(value) ? 1 : 0;  // half of a top of 5 is 2.5
+    var text = value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+    return text + unit;
+  }
+
+  function axis(name, part, text) {
+    var el = document.querySelector('[data-axis="' + CSS.escape(name + ":" + part) + '"]');
+    if (el && el.textContent !== text) el.textContent = text;
+  }
+
+  function ago(ms) {
+    var s = ms / 1000;
+    return "−" + (s < 120 ? Math.round(s) + " s" : Math.round(s / 60) + " min");
+  }
+
   function draw(svg, points) {
-    var note = document.querySelector('[data-chart-note="' + svg.dataset.chart + '"]');
+    var name = svg.dataset.chart, unit = svg.dataset.unit || "";
+    var note = document.querySelector('[data-chart-note="' + name + '"]');
+    var peak = points.length ? Math.max.apply(null, points.map(function (p) { return p[1]; })) : 0;
+    var top = nice(peak);
+    axis(name, "top", label(top, unit));
+    axis(name, "mid", label(top / 2, unit));
+    var grid = [0, 80, 155].map(function (y) {
+      var g = document.createElementNS(SVG, "line");
+      g.setAttribute("class", "grid");
+      g.setAttribute("x1", "0"); g.setAttribute("x2", "600");
+      g.setAttribute("y1", String(y)); g.setAttribute("y2", String(y));
+      return g;
+    });
     if (points.length < 2) {
-      svg.replaceChildren();
+      svg.replaceChildren.apply(svg, grid);
+      axis(name, "start", "");
       if (note) note.textContent = "(collecting: a point every few seconds)";
       return;
     }
     var t0 = points[0][0], t1 = points[points.length - 1][0];
-    var top = Math.max.apply(null, points.map(function (p) { return p[1]; }));
-    top = top > 0 ? top * 1.1 : 1;
     var line = document.createElementNS(SVG, "polyline");
     line.setAttribute("points", points.map(function (p) {
       var x = t1 > t0 ? (p[0] - t0) / (t1 - t0) * 600 : 0;
-      var y = 160 - p[1] / top * 150 - 5;
+      var y = 155 - p[1] / top * 155;
       return x.toFixed(1) + "," + y.toFixed(1);
     }).join(" "));
-    svg.replaceChildren(line);
+    svg.replaceChildren.apply(svg, grid.concat([line]));
+    axis(name, "start", ago(t1 - t0));
     if (note) {
       var last = points[points.length - 1][1];
-      var peak = Math.max.apply(null, points.map(function (p) { return p[1]; }));
-      var span = (t1 - t0) / 1000;
-      note.textContent = "(now " + (Math.round(last * 10) / 10).toLocaleString() + " · peak " +
-        (Math.round(peak * 10) / 10).toLocaleString() + " · over the last " +
-        (span < 120 ? Math.round(span) + " s" : Math.round(span / 60) + " min") + ")";
+      note.textContent = "(now " + label(last, unit) + " · peak " + label(peak, unit) + ")";
     }
   }
 
