@@ -384,8 +384,9 @@ def test_openapi_describes_every_route_and_docs_are_served(server, http):
     # A WebSocket is described as the GET its handshake is.
     served |= {(r.path, "get") for r in app.routes if isinstance(r, WebSocketRoute)}
     described = {(path, method) for path, ops in spec["paths"].items() for method in ops}
-    # Pages are not API: /docs, and / (the console's; its own routes are mounted under /console).
-    assert served - {("/docs", "get"), ("/openapi.json", "get"), ("/", "get")} == described
+    # Pages are not API: /docs, / and /favicon.ico (the console's; its own routes are mounted under /console).
+    pages = {("/docs", "get"), ("/openapi.json", "get"), ("/", "get"), ("/favicon.ico", "get")}
+    assert served - pages == described
     page = http.get("/docs")
     assert page.status_code == 200 and "/openapi.json" in page.text
     assert http.get("/docs/static/swagger-ui-bundle.js").status_code == 200

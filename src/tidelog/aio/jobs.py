@@ -65,6 +65,10 @@ class Jobs:
             max_deliveries=max_deliveries,
             ordering=ordering,
         )
+        # What `on` gives another log: the queue's own settings are known only once it is open.
+        self._queue_settings = dict(
+            group=group, visibility_timeout=visibility_timeout, max_deliveries=max_deliveries, ordering=ordering
+        )
         self.concurrency = concurrency
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
@@ -105,6 +109,19 @@ class Jobs:
         )
 
     # running -------------------------------------------------------------------
+
+    def on(self, log: AsyncLog) -> Jobs:
+        """The same handlers and settings on another log; see `tidelog.Jobs.on`."""
+        other = Jobs(
+            log,
+            self.queue.topic,
+            concurrency=self.concurrency,
+            backoff=self.backoff,
+            max_backoff=self.max_backoff,
+            **self._queue_settings,
+        )
+        other._handlers = dict(self._handlers)
+        return other
 
     def stop(self) -> None:
         """Stop taking work; `run()` returns once running jobs finished. Any thread may call it."""

@@ -52,6 +52,7 @@ Peer = tuple[str, int]
 MIN_TICK_S = 0.05
 MAX_TICK_S = 0.25
 SAY_EVERY_S = 10.0  # a flood is logged as one line this often, not a line a connection
+ABORT_WAIT_S = 5.0  # how long an abort waits for its connection to show in a scan
 
 REFUSED = error_body(
     "unavailable", "every connection of this server process is busy (max_connections); retry shortly"
@@ -136,7 +137,10 @@ class Connections:
         self.activity: dict[Peer, Activity] = {}
         self.port: int | None = None
         self.answer: bytes | None = REFUSED_RESPONSE
-        self._aborts: list[Peer] = []
+        # peer -> when to give up looking for it: an abort asked between two scans, or for a
+        # connection the scan missed once, waits for the next rounds instead of being dropped.
+        self._aborts: dict[Peer, float] = {}
+        self._aborts_lock = threading.Lock()
         self._first_seen: dict[int, float] = {}  # inode -> when it began (by the kernel's quiet time)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -155,7 +159,8 @@ class Connections:
         subscriber that lost its message and whose socket does not drain)."""
         peer = peer_of(address)
         if peer is not None:
-            self._aborts.append(peer)
+            with self._aborts_lock:
+                self._aborts[peer] = time.monotonic() + ABORT_WAIT_S
 
     def start(self) -> None:
         if self.port is None or self._thread is not None:
@@ -196,7 +201,8 @@ class Connections:
         limits = self.limits
         first_seen = {c.inode: self._first_seen.get(c.inode, now - c.age) for c in connections}
         self._first_seen = first_seen
-        aborts, self._aborts = self._aborts, []
+        with self._aborts_lock:
+            self._aborts = aborts = {p: until for p, until in self._aborts.items() if until > now}
         live: list[sockets.Found] = []
         unspoken: list[tuple[float, sockets.Found]] = []  # (since, connection): no request yet
         idle: list[tuple[float, sockets.Found]] = []  # (since, connection): none in flight
@@ -204,6 +210,8 @@ class Connections:
             assert c.peer is not None
             activity = self.activity.get(c.peer)
             if c.peer in aborts:
+                with self._aborts_lock:
+                    self._aborts.pop(c.peer, None)
                 self._close(c, "aborted")
             elif activity is None:
                 since = first_seen[c.inode]
