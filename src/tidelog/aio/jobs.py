@@ -67,7 +67,10 @@ class Jobs:
         )
         # What `on` gives another log: the queue's own settings are known only once it is open.
         self._queue_settings = dict(
-            group=group, visibility_timeout=visibility_timeout, max_deliveries=max_deliveries, ordering=ordering
+            group=group,
+            visibility_timeout=visibility_timeout,
+            max_deliveries=max_deliveries,
+            ordering=ordering,
         )
         self.concurrency = concurrency
         self.backoff = float(backoff)
