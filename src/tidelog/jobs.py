@@ -5,14 +5,17 @@
     @jobs.job("send_email")
     def send_email(payload): ...
 
-    jobs.enqueue("send_email", {"to": "a@b.c"})
+    job = jobs.enqueue("send_email", {"to": "a@b.c"})
     jobs.run()          # until SIGINT/SIGTERM or jobs.stop()
+    job.status(), job.result(timeout=10), jobs.get(job.id).cancel()
 
-A job is a record `{"job": name, "payload": ...}`. The runner keeps up to
-`concurrency` jobs running, extends each running job's lease, acks on
+A job is a record `{"job": name, "payload": ...}`; its id names the record
+(`tidelog.results`). The runner keeps up to `concurrency` jobs running,
+extends each running job's lease, records the handler's value and acks on
 success, retries a failure with exponential backoff (a nack with delay),
 dead-letters after the queue's max deliveries, and on shutdown stops taking
-work and lets running jobs finish.
+work and lets running jobs finish. What became of a job is kept for
+`result_ttl` seconds after it finished.
 """
 
 from __future__ import annotations
@@ -22,15 +25,19 @@ import inspect
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import results
 from .bounds import MAX_VISIBILITY_S, check_seconds
 from .config import check_name
-from .errors import InvalidRequest, LeaseLost, TidelogError
+from .errors import InvalidRequest, LeaseLost, ResultTimeout, TidelogError
 from .queues import Delivery
 from .records import Sent
+from .results import DEFAULT_RESULT_TTL_S, JobInfo
 
 if TYPE_CHECKING:
     from .log import Log
@@ -94,7 +101,48 @@ def log_redelivery(d: Delivery, name: str, max_deliveries: int) -> None:
 
 def failure_reason(error: BaseException) -> str:
     """The dead-letter reason of a job that failed on its last delivery."""
-    return f"failed: {type(error).__name__}: {error}"
+    return f"failed: {failure(error)}"
+
+
+def failure(error: BaseException) -> str:
+    """A handler's failure as its job's status keeps it."""
+    return f"{type(error).__name__}: {error}"
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """A job enqueued: where its record went (as `Sent`: topic, partition,
+    offset, timestamp) and its `id`; ask it what became of the job."""
+
+    id: str
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    jobs: Jobs = field(repr=False, compare=False)
+
+    def info(self) -> JobInfo:
+        """The job's status with its attempts, result or error."""
+        return self.jobs.info(self.id)
+
+    def status(self) -> str:
+        """waiting, delayed, running, done, failed, dead-lettered or cancelled."""
+        return self.info().status
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The handler's return value, waiting up to `timeout` seconds (None:
+        as long as it takes) for the job to finish. JobFailed when it was
+        dead-lettered, JobCancelled, ResultTimeout when the time ran out."""
+        return self.jobs.result(self.id, timeout)
+
+    def cancel(self) -> JobInfo:
+        """Cancel the job if it has not started; JobConflict when it runs or has finished."""
+        return self.jobs.cancel(self.id)
+
+    @property
+    def sent(self) -> Sent:
+        """Where the job's record went."""
+        return Sent(self.topic, self.partition, self.offset, self.timestamp)
 
 
 class Jobs:
@@ -117,10 +165,13 @@ class Jobs:
         max_backoff: float = 300.0,
         group: str | None = None,
         ordering: str | None = None,
+        result_ttl: float = DEFAULT_RESULT_TTL_S,
     ):
         # ordering="key": jobs enqueued with the same key never run at once
         # and run in the order enqueued (a retry holds the key's later jobs back).
         check_runner(concurrency, backoff, max_backoff)
+        self.result_ttl = float(result_ttl)
+        self._ttl_ms = results.check_ttl(result_ttl)
         self.queue = log.queue(
             queue,
             group=group,
@@ -161,15 +212,56 @@ class Jobs:
         key: Any = None,
         priority: int = 0,
         dedup_id: str | None = None,
-    ) -> Sent:
+    ) -> JobRef:
         """Enqueue a call of the handler registered as `name` with these
         arguments; `priority` (0-9) runs it before waiting jobs of lower
         priority; a `dedup_id` enqueued again within the topic's dedup window
-        enqueues nothing (the first one's offset is returned)."""
+        enqueues nothing (the first one's job is returned)."""
         check_name("job", name)
-        return self.queue.send(
+        sent = self.queue.send(
             {"job": name, "payload": payload}, delay=delay, key=key, priority=priority, dedup_id=dedup_id
         )
+        return self._ref(sent)
+
+    def _ref(self, sent: Sent) -> JobRef:
+        return JobRef(results.job_id(sent.partition, sent.offset), *sent, jobs=self)
+
+    # what became of a job ------------------------------------------------------
+
+    def get(self, job_id: str) -> JobRef:
+        """The job of this id (as `enqueue` returned it); UnknownJob when the queue has none."""
+        self.info(job_id)
+        partition, offset = results.parse_job_id(job_id)
+        rows = self.queue.log.read(self.queue.topic, partition, after=offset - 1, limit=1)
+        timestamp = rows[0].timestamp if rows and rows[0].offset == offset else 0
+        return JobRef(job_id, self.queue.topic, partition, offset, timestamp, jobs=self)
+
+    def info(self, job_id: str) -> JobInfo:
+        """The job's status with its attempts, result or error; UnknownJob when the queue has none."""
+        return results.info(self.queue.log, self.queue.topic, self.queue.group, job_id)
+
+    def status(self, job_id: str) -> str:
+        """waiting, delayed, running, done, failed, dead-lettered or cancelled."""
+        return self.info(job_id).status
+
+    def result(self, job_id: str, timeout: float | None = None) -> Any:
+        """See `JobRef.result`."""
+        limit = results.check_timeout(timeout)
+        deadline = None if limit is None else time.monotonic() + limit
+        delay = 0.0
+        while True:
+            value = results.outcome(self.info(job_id))
+            if value is not results.PENDING:
+                return value
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise ResultTimeout(f"job {job_id!r} has not finished after {timeout} s")
+            delay = results.next_poll(delay)
+            time.sleep(delay if left is None else min(delay, left))
+
+    def cancel(self, job_id: str) -> JobInfo:
+        """See `JobRef.cancel`."""
+        return results.cancel(self.queue.log, self.queue.topic, self.queue.group, job_id, self._ttl_ms)
 
     # running -------------------------------------------------------------------
 
@@ -185,6 +277,7 @@ class Jobs:
             max_backoff=self.max_backoff,
             group=self.queue.group,
             ordering=self.queue.ordering,
+            result_ttl=self.result_ttl,
         )
         other._handlers = dict(self._handlers)
         return other
@@ -293,28 +386,57 @@ class Jobs:
         handler = self._handlers.get(name)
         if handler is None:
             logger.error("no handler for job %r (offset %s); dead-lettering it", name, d.offset)
+            self._end(d, results.DEAD_LETTERED, {"error": f"no handler for job {name!r}"})
             self._settle(d, lambda: self.queue.reject(d, reason=f"unknown job {name!r}"))
+            return
+        claim = self._start(d)
+        if claim != results.RUNNING:  # cancelled before it ran, or finished by an earlier delivery
+            logger.info("job %r (offset %s) is %s: not run", name, d.offset, claim)
+            self._settle(d, lambda: self.queue.ack(self._current(d)))
             return
         log_redelivery(d, name, self.queue.max_deliveries)
         try:
             result = handler(payload)
             if inspect.isawaitable(result):
-                asyncio.run(_await(result))
+                result = asyncio.run(_await(result))
         except Exception as e:
             if d.delivery_count >= self.queue.max_deliveries:
                 logger.exception(
                     "job %r failed on its last delivery (%s); dead-lettering it", name, d.delivery_count
                 )
                 reason = failure_reason(e)
+                self._end(d, results.DEAD_LETTERED, {"error": failure(e)})
                 self._settle(d, lambda: self.queue.reject(self._current(d), reason=reason))
             else:
                 delay = self.retry_delay(d.delivery_count)
                 logger.exception(
                     "job %r failed (delivery %s); retrying in %.1fs", name, d.delivery_count, delay
                 )
+                self._end(d, results.FAILED, {"error": failure(e)})
                 self._settle(d, lambda: self.queue.nack(self._current(d), delay=delay))
             return
+        self._end(d, results.DONE, {"result": result})
         self._settle(d, lambda: self.queue.ack(self._current(d)))
+
+    def _start(self, d: Delivery) -> str:
+        """Claim the job before running it (a cancel may have won): the state it is in now."""
+        job = results.job_id(d.partition, d.offset)
+        q = self.queue
+        try:
+            return results.start(q.log, q.topic, q.group, job, d.delivery_count, self._ttl_ms).state
+        except TidelogError:
+            logger.exception("could not record that job %s started; running it", job)
+            return results.RUNNING
+
+    def _end(self, d: Delivery, state: str, body: dict[str, Any]) -> None:
+        """Record how a run ended, before the ack: a runner killed between the
+        two leaves a job whose next delivery sees it done and acks it unrun."""
+        job = results.job_id(d.partition, d.offset)
+        q = self.queue
+        try:
+            results.finish(q.log, q.topic, q.group, job, state, body, d.delivery_count, self._ttl_ms)
+        except TidelogError:
+            logger.exception("could not record the end of job %s (%s)", job, state)
 
     def _current(self, d: Delivery) -> Delivery:
         """The delivery with its latest lease (the heartbeat may have extended it)."""

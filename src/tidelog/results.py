@@ -1,0 +1,283 @@
+"""What became of a job: its status, its result, a cancel (`tidelog.Jobs`).
+
+A job is a record of its queue topic, so its id names the record:
+"<partition>-<offset>". Its status comes from two places, read in one
+snapshot by the store (`JobStore.job_look`): the queue group's state of the
+record (waiting, delayed, leased) and a small row a runner or a cancel
+writes (started, failed and why, done and the handler's value, dead-lettered,
+cancelled), which outlives the record's queue state for `result_ttl`.
+
+The row is written by one upsert guarded by its state, so a cancel and a
+runner starting the same job settle on one winner without a lock: a cancel
+writes "cancelled" only over no row or a failed run's row; a runner writes
+"running" only over no row, "running" or "failed". The loser reads the
+winner's row and steps back (the runner acks the cancelled job unrun).
+
+Why a table and not a results topic: a status is asked by job id, and a
+topic is read by offset, not by key; a row keyed by the job's record is one
+index look-up on every store, and the row's expiry is one indexed delete in
+the cleaning pass (`Log.clean`), as idempotent-write ids are.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .bounds import check_seconds
+from .config import check_name
+from .errors import (
+    ConfigurationError,
+    InvalidRequest,
+    JobCancelled,
+    JobConflict,
+    JobFailed,
+    UnknownJob,
+    UnknownPartition,
+    UnknownTopic,
+)
+from .queues import _due_of
+from .store.base import JobLook, JobRow, JobsRemotely, JobStore
+
+if TYPE_CHECKING:
+    from .log import Log
+
+# The statuses, in the order a job usually goes through them.
+WAITING, DELAYED, RUNNING, DONE, FAILED, DEAD_LETTERED, CANCELLED = STATUSES = (
+    "waiting",
+    "delayed",
+    "running",
+    "done",
+    "failed",  # its last run raised; a retry is scheduled
+    "dead-lettered",
+    "cancelled",
+)
+# A job in one of these never runs again.
+FINAL = (DONE, DEAD_LETTERED, CANCELLED)
+DEFAULT_RESULT_TTL_S = 86_400.0  # a day, as huey's and rq's result stores keep them by default
+MAX_RESULT_TTL_S = 365 * 86_400.0
+# A handler's value is kept up to this size (its JSON); a larger one is not
+# kept and the job's status says so: a result store is not a blob store.
+MAX_RESULT_BYTES = 1 << 20
+_JOB_ID = re.compile(r"([0-9]{1,6})-([0-9]{1,19})")
+
+
+class JobInfo(NamedTuple):
+    """A job's status and what it left: the handler's value once done, the
+    failure of its last run while failed or once dead-lettered."""
+
+    id: str
+    status: str  # one of STATUSES
+    attempts: int  # runs started so far (0 before the first)
+    result: Any = None  # the handler's return value (done)
+    error: str | None = None  # "ExceptionType: message" of the last failure, or why it was stopped
+    updated: int | None = None  # ms since epoch of the last change a runner or a cancel recorded
+
+    def to_json(self) -> dict[str, Any]:
+        """As the HTTP API and `tidelog jobs status` show it."""
+        return self._asdict()
+
+
+def job_id(partition: int, offset: int) -> str:
+    """The id of the job at this partition and offset of its queue topic."""
+    return f"{partition}-{offset}"
+
+
+def parse_job_id(value: Any) -> tuple[int, int]:
+    """(partition, offset) of a job id; InvalidRequest when it is not one."""
+    m = _JOB_ID.fullmatch(value) if isinstance(value, str) else None
+    if m is None or int(m[2]) == 0:
+        raise InvalidRequest(
+            f"a job id is <partition>-<offset> as enqueue returns it (e.g. 0-42), not {str(value)[:60]!r}"
+        )
+    return int(m[1]), int(m[2])
+
+
+def check_ttl(result_ttl: Any) -> int:
+    """How long a finished job's status and result are kept, in ms."""
+    return int(check_seconds("result_ttl", result_ttl, MAX_RESULT_TTL_S, positive=True) * 1000)
+
+
+def _store(log: Log) -> JobStore:
+    store = log.store
+    if not isinstance(store, JobStore):
+        raise ConfigurationError(f"the {type(store).__name__} store does not keep job results")
+    return store
+
+
+def _checked(topic: str, group: str, job: str) -> tuple[int, int]:
+    check_name("queue", topic)
+    check_name("group", group)
+    return parse_job_id(job)
+
+
+def _unknown(topic: str, job: str) -> UnknownJob:
+    return UnknownJob(
+        f"no job {job!r} in queue {topic!r} (or it finished longer ago than its result is kept)"
+    )
+
+
+def info(log: Log, topic: str, group: str, job: str) -> JobInfo:
+    """The job's status; UnknownJob when the queue holds no such job."""
+    partition, offset = _checked(topic, group, job)
+    store = log.store
+    if isinstance(store, JobsRemotely):  # a server's store (http://): its own core answers
+        return from_json(store.job_status(topic, group, job))
+    now = log.clock()
+    try:
+        look = _store(log).job_look(group, topic, partition, offset, now)
+    except (UnknownTopic, UnknownPartition):
+        raise _unknown(topic, job) from None
+    return _status(log, topic, job, partition, offset, look, now)
+
+
+def _status(log: Log, topic: str, job: str, partition: int, offset: int, look: JobLook, now: int) -> JobInfo:
+    row, held = look.row, look.held
+    attempts = row.attempts if row is not None else 0
+    body = _body(row)
+    if row is not None and row.state in FINAL:
+        return JobInfo(job, row.state, attempts, body.get("result"), body.get("error"), row.updated)
+    updated = row.updated if row is not None else None
+    if held is not None:  # the group holds it: waiting, delayed or leased
+        if held.leased:
+            return JobInfo(job, RUNNING, max(attempts, held.deliveries), None, None, updated)
+        if row is not None and row.state == FAILED:
+            return JobInfo(job, FAILED, attempts, None, body.get("error"), updated)
+        return JobInfo(job, DELAYED if held.due > now else WAITING, attempts, None, None, updated)
+    if offset > look.scanned:  # not taken by the group yet
+        if offset > look.last_offset:
+            raise _unknown(topic, job)
+        record = _record(log, topic, partition, offset)
+        if record is None:
+            raise _unknown(topic, job)
+        due = _due_of(record[1], record[3])
+        return JobInfo(job, DELAYED if due > now else WAITING, 0, None, None, None)
+    # The group finished the record.
+    if row is not None:
+        # A runner started it and never recorded an end: its lease ran out
+        # until the queue's max deliveries dead-lettered it (or the group was purged).
+        reason = body.get("error") or "its runner stopped before it finished, until max deliveries"
+        return JobInfo(job, DEAD_LETTERED, attempts, None, reason, updated)
+    if offset > look.last_offset or _record(log, topic, partition, offset) is None:
+        raise _unknown(topic, job)
+    # Finished with no row: by a consumer that is not a runner, or its row expired.
+    return JobInfo(job, DONE, 0, None, None, None)
+
+
+def _record(log: Log, topic: str, partition: int, offset: int) -> Any:
+    rows = log.store.read(topic, partition, offset - 1, 1)
+    return rows[0] if rows and rows[0][0] == offset else None
+
+
+def _body(row: JobRow | None) -> dict[str, Any]:
+    if row is None or row.body is None:
+        return {}
+    try:
+        body = json.loads(row.body)
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def cancel(log: Log, topic: str, group: str, job: str, ttl_ms: int) -> JobInfo:
+    """Cancel a job that waits, is delayed or waits for a retry: no runner
+    will run it (the next one to receive it acks it unrun). JobConflict when
+    it runs or has finished; cancelling a cancelled job again is a no-op."""
+    partition, offset = _checked(topic, group, job)
+    store = log.store
+    if isinstance(store, JobsRemotely):
+        return from_json(store.job_cancel(topic, group, job))
+    now = log.clock()
+    current = info(log, topic, group, job)
+    if current.status == CANCELLED:
+        return current
+    if current.status not in (WAITING, DELAYED, FAILED):
+        raise JobConflict(f"job {job!r} is {current.status}: only a waiting or delayed job can be cancelled")
+    row = JobRow(CANCELLED, current.attempts, None, now, now + ttl_ms)
+    won = _store(log).job_put(group, topic, partition, offset, row, (FAILED,))
+    if won.state != CANCELLED:  # a runner started it since we looked
+        raise JobConflict(f"job {job!r} is {won.state}: a runner started it as it was being cancelled")
+    return JobInfo(job, CANCELLED, current.attempts, None, None, now)
+
+
+def start(log: Log, topic: str, group: str, job: str, attempts: int, ttl_ms: int) -> JobRow:
+    """A runner's claim before it runs a job: the row there afterwards. Its
+    state is "running" when the runner may go on; "cancelled" or a final
+    state when it must not (it acks the job unrun)."""
+    partition, offset = _checked(topic, group, job)
+    store = log.store
+    if isinstance(store, JobsRemotely):
+        return JobRow(**store.job_start(topic, group, job, ttl_ms))
+    now = log.clock()
+    row = JobRow(RUNNING, attempts, None, now, now + ttl_ms)
+    return _store(log).job_put(group, topic, partition, offset, row, (RUNNING, FAILED))
+
+
+def finish(
+    log: Log, topic: str, group: str, job: str, state: str, body: Any, attempts: int, ttl_ms: int
+) -> JobRow:
+    """A runner's record of how a run ended: DONE with {"result": value},
+    FAILED (a retry follows) or DEAD_LETTERED with {"error": text}. It
+    replaces only a started or failed job's row (never a cancel)."""
+    partition, offset = _checked(topic, group, job)
+    if state not in (DONE, FAILED, DEAD_LETTERED):
+        raise InvalidRequest(f"a run ends done, failed or dead-lettered, not {state!r}")
+    if not isinstance(body, dict) or not set(body) <= {"result", "error"}:
+        raise InvalidRequest('a run\'s end is {"result": value} or {"error": text}')
+    store = log.store
+    if isinstance(store, JobsRemotely):
+        return JobRow(**store.job_finish(topic, group, job, state, body, attempts, ttl_ms))
+    now = log.clock()
+    text = json.dumps(body, default=str, separators=(",", ":"))
+    if len(text) > MAX_RESULT_BYTES:
+        text = json.dumps(
+            {"error": f"the result ({len(text)} bytes of JSON) is over {MAX_RESULT_BYTES}: not kept"}
+        )
+    row = JobRow(state, attempts, text, now, now + ttl_ms)
+    return _store(log).job_put(group, topic, partition, offset, row, (RUNNING, FAILED))
+
+
+def prune(log: Log, limit: int = 2000) -> int:
+    """Forget the jobs' rows whose time ran out, `limit` at a time; how many went."""
+    store = log.store
+    if not isinstance(store, JobStore):
+        return 0
+    gone = 0
+    now = log.clock()
+    while True:
+        n = store.job_prune(now, limit)
+        gone += n
+        if n < limit:
+            return gone
+
+
+def from_json(d: dict[str, Any]) -> JobInfo:
+    """A JobInfo from the JSON a server answers (`JobInfo.to_json`)."""
+    return JobInfo(**{f: d.get(f) for f in JobInfo._fields})
+
+
+PENDING = object()  # `outcome` of a job that has not finished
+
+
+def outcome(job: JobInfo) -> Any:
+    """What `result()` gives for this status: the handler's value once done,
+    PENDING before; JobFailed (dead-lettered) or JobCancelled raised."""
+    if job.status == DONE:
+        return job.result
+    if job.status == DEAD_LETTERED:
+        raise JobFailed(f"job {job.id!r} was dead-lettered: {job.error}", DEAD_LETTERED, job.error)
+    if job.status == CANCELLED:
+        raise JobCancelled(f"job {job.id!r} was cancelled before it ran")
+    return PENDING
+
+
+def check_timeout(timeout: Any) -> float | None:
+    """result()'s timeout: None waits as long as it takes."""
+    return None if timeout is None else check_seconds("timeout", timeout, MAX_RESULT_TTL_S)
+
+
+def next_poll(delay: float) -> float:
+    """How long result() waits before it asks again: from 20 ms, doubling to
+    half a second (a row's change wakes no one: it is not an append)."""
+    return min(0.5, max(0.02, delay * 2))
