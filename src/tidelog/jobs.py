@@ -25,7 +25,6 @@ import inspect
 import logging
 import signal
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from . import results
 from .bounds import MAX_VISIBILITY_S, check_seconds
 from .config import check_name
-from .errors import InvalidRequest, LeaseLost, ResultTimeout, TidelogError
+from .errors import InvalidRequest, LeaseLost, TidelogError
 from .queues import Delivery
 from .records import Sent
 from .results import DEFAULT_RESULT_TTL_S, JobInfo
@@ -246,18 +245,7 @@ class Jobs:
 
     def result(self, job_id: str, timeout: float | None = None) -> Any:
         """See `JobRef.result`."""
-        limit = results.check_timeout(timeout)
-        deadline = None if limit is None else time.monotonic() + limit
-        delay = 0.0
-        while True:
-            value = results.outcome(self.info(job_id))
-            if value is not results.PENDING:
-                return value
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise ResultTimeout(f"job {job_id!r} has not finished after {timeout} s")
-            delay = results.next_poll(delay)
-            time.sleep(delay if left is None else min(delay, left))
+        return results.wait(lambda: self.info(job_id), job_id, timeout)
 
     def cancel(self, job_id: str) -> JobInfo:
         """See `JobRef.cancel`."""

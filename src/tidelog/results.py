@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .bounds import check_seconds
+from .bounds import MAX_OFFSET, check_seconds
 from .config import check_name
 from .errors import (
     ConfigurationError,
@@ -33,6 +35,7 @@ from .errors import (
     JobCancelled,
     JobConflict,
     JobFailed,
+    ResultTimeout,
     UnknownJob,
     UnknownPartition,
     UnknownTopic,
@@ -87,7 +90,7 @@ def job_id(partition: int, offset: int) -> str:
 def parse_job_id(value: Any) -> tuple[int, int]:
     """(partition, offset) of a job id; InvalidRequest when it is not one."""
     m = _JOB_ID.fullmatch(value) if isinstance(value, str) else None
-    if m is None or int(m[2]) == 0:
+    if m is None or not 1 <= int(m[2]) <= MAX_OFFSET:
         raise InvalidRequest(
             f"a job id is <partition>-<offset> as enqueue returns it (e.g. 0-42), not {str(value)[:60]!r}"
         )
@@ -208,7 +211,7 @@ def start(log: Log, topic: str, group: str, job: str, attempts: int, ttl_ms: int
     partition, offset = _checked(topic, group, job)
     store = log.store
     if isinstance(store, JobsRemotely):
-        return JobRow(**store.job_start(topic, group, job, ttl_ms))
+        return JobRow(**store.job_start(topic, group, job, attempts, ttl_ms))
     now = log.clock()
     row = JobRow(RUNNING, attempts, None, now, now + ttl_ms)
     return _store(log).job_put(group, topic, partition, offset, row, (RUNNING, FAILED))
@@ -225,15 +228,17 @@ def finish(
         raise InvalidRequest(f"a run ends done, failed or dead-lettered, not {state!r}")
     if not isinstance(body, dict) or not set(body) <= {"result", "error"}:
         raise InvalidRequest('a run\'s end is {"result": value} or {"error": text}')
-    store = log.store
-    if isinstance(store, JobsRemotely):
-        return JobRow(**store.job_finish(topic, group, job, state, body, attempts, ttl_ms))
-    now = log.clock()
+    # A value JSON cannot hold is kept as its str(); one too large is not kept, and says so.
     text = json.dumps(body, default=str, separators=(",", ":"))
     if len(text) > MAX_RESULT_BYTES:
+        size = len(text)
         text = json.dumps(
-            {"error": f"the result ({len(text)} bytes of JSON) is over {MAX_RESULT_BYTES}: not kept"}
+            {"error": f"the result ({size} bytes of JSON) is over {MAX_RESULT_BYTES}: not kept"}
         )
+    store = log.store
+    if isinstance(store, JobsRemotely):
+        return JobRow(**store.job_finish(topic, group, job, state, json.loads(text), attempts, ttl_ms))
+    now = log.clock()
     row = JobRow(state, attempts, text, now, now + ttl_ms)
     return _store(log).job_put(group, topic, partition, offset, row, (RUNNING, FAILED))
 
@@ -275,6 +280,23 @@ def outcome(job: JobInfo) -> Any:
 def check_timeout(timeout: Any) -> float | None:
     """result()'s timeout: None waits as long as it takes."""
     return None if timeout is None else check_seconds("timeout", timeout, MAX_RESULT_TTL_S)
+
+
+def wait(ask: Callable[[], JobInfo], job: str, timeout: float | None) -> Any:
+    """`outcome` of `ask()` once the job finished, asking again until then, up
+    to `timeout` seconds (None: as long as it takes); ResultTimeout after."""
+    limit = check_timeout(timeout)
+    deadline = None if limit is None else time.monotonic() + limit
+    delay = 0.0
+    while True:
+        value = outcome(ask())
+        if value is not PENDING:
+            return value
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise ResultTimeout(f"job {job!r} has not finished after {timeout} s")
+        delay = next_poll(delay)
+        time.sleep(delay if left is None else min(delay, left))
 
 
 def next_poll(delay: float) -> float:

@@ -5,8 +5,9 @@
     @jobs.job("send_email")
     async def send_email(payload): ...      # runs on the loop; a plain def runs in a thread
 
-    await jobs.enqueue("send_email", {"to": "a@b.c"})
+    job = await jobs.enqueue("send_email", {"to": "a@b.c"})
     await jobs.run()                        # until jobs.stop() or the task is cancelled
+    await job.status(), await job.result(timeout=10)
 
 The policy is the sync runner's (`tidelog.jobs`: what a job record is, the
 backoff, when a failure dead-letters): here only the running differs. An
@@ -24,20 +25,57 @@ import functools
 import inspect
 import logging
 import signal
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import results
 from ..config import check_name
-from ..errors import InvalidRequest, LeaseLost, TidelogError
-from ..jobs import Handler, check_runner, failure_reason, job_call, log_redelivery, retry_delay
+from ..errors import InvalidRequest, LeaseLost, ResultTimeout, TidelogError
+from ..jobs import Handler, check_runner, failure, failure_reason, job_call, log_redelivery, retry_delay
 from ..queues import Delivery
 from ..records import Sent
+from ..results import DEFAULT_RESULT_TTL_S, JobInfo
 
 if TYPE_CHECKING:
     from .log import AsyncLog
 
 logger = logging.getLogger("tidelog.jobs")
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """A job enqueued, asked on the event loop (see `tidelog.jobs.JobRef`)."""
+
+    id: str
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    jobs: Jobs = field(repr=False, compare=False)
+
+    async def info(self) -> JobInfo:
+        """The job's status with its attempts, result or error."""
+        return await self.jobs.info(self.id)
+
+    async def status(self) -> str:
+        """waiting, delayed, running, done, failed, dead-lettered or cancelled."""
+        return (await self.info()).status
+
+    async def result(self, timeout: float | None = None) -> Any:
+        """The handler's return value; see `tidelog.jobs.JobRef.result`."""
+        return await self.jobs.result(self.id, timeout)
+
+    async def cancel(self) -> JobInfo:
+        """Cancel the job if it has not started; JobConflict when it runs or has finished."""
+        return await self.jobs.cancel(self.id)
+
+    @property
+    def sent(self) -> Sent:
+        """Where the job's record went."""
+        return Sent(self.topic, self.partition, self.offset, self.timestamp)
 
 
 class Jobs:
@@ -55,8 +93,11 @@ class Jobs:
         max_backoff: float = 300.0,
         group: str | None = None,
         ordering: str | None = None,
+        result_ttl: float = DEFAULT_RESULT_TTL_S,
     ):
         check_runner(concurrency, backoff, max_backoff)
+        self.result_ttl = float(result_ttl)
+        self._ttl_ms = results.check_ttl(result_ttl)
         self.log = log
         self.queue = log.queue(
             queue,
@@ -104,11 +145,53 @@ class Jobs:
         key: Any = None,
         priority: int = 0,
         dedup_id: str | None = None,
-    ) -> Sent:
+    ) -> JobRef:
         """Enqueue a call of the handler registered as `name`; see `tidelog.Jobs.enqueue`."""
         check_name("job", name)
-        return await self.queue.send(
+        sent = await self.queue.send(
             {"job": name, "payload": payload}, delay=delay, key=key, priority=priority, dedup_id=dedup_id
+        )
+        return JobRef(results.job_id(sent.partition, sent.offset), *sent, jobs=self)
+
+    # what became of a job ------------------------------------------------------
+
+    async def get(self, job_id: str) -> JobRef:
+        """The job of this id; UnknownJob when the queue has none."""
+        await self.info(job_id)
+        partition, offset = results.parse_job_id(job_id)
+        rows = await self.log.read(self.queue.topic, partition, after=offset - 1, limit=1)
+        timestamp = rows[0].timestamp if rows and rows[0].offset == offset else 0
+        return JobRef(job_id, self.queue.topic, partition, offset, timestamp, jobs=self)
+
+    async def info(self, job_id: str) -> JobInfo:
+        """The job's status with its attempts, result or error; UnknownJob when the queue has none."""
+        q = self.queue
+        return await self.log._runtime.call(results.info, self.log.sync, q.topic, q.group, job_id)
+
+    async def status(self, job_id: str) -> str:
+        """waiting, delayed, running, done, failed, dead-lettered or cancelled."""
+        return (await self.info(job_id)).status
+
+    async def result(self, job_id: str, timeout: float | None = None) -> Any:
+        """See `tidelog.jobs.JobRef.result`; waits on the loop."""
+        limit = results.check_timeout(timeout)
+        deadline = None if limit is None else time.monotonic() + limit
+        delay = 0.0
+        while True:
+            value = results.outcome(await self.info(job_id))
+            if value is not results.PENDING:
+                return value
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise ResultTimeout(f"job {job_id!r} has not finished after {timeout} s")
+            delay = results.next_poll(delay)
+            await asyncio.sleep(delay if left is None else min(delay, left))
+
+    async def cancel(self, job_id: str) -> JobInfo:
+        """See `tidelog.jobs.JobRef.cancel`."""
+        q = self.queue
+        return await self.log._runtime.call(
+            results.cancel, self.log.sync, q.topic, q.group, job_id, self._ttl_ms
         )
 
     # running -------------------------------------------------------------------
@@ -121,6 +204,7 @@ class Jobs:
             concurrency=self.concurrency,
             backoff=self.backoff,
             max_backoff=self.max_backoff,
+            result_ttl=self.result_ttl,
             **self._queue_settings,
         )
         other._handlers = dict(self._handlers)
@@ -250,31 +334,72 @@ class Jobs:
         handler = self._handlers.get(name)
         if handler is None:
             logger.error("no handler for job %r (offset %s); dead-lettering it", name, d.offset)
+            await self._end(d, results.DEAD_LETTERED, {"error": f"no handler for job {name!r}"})
             await self._settle(d, lambda: self.queue.reject(d, reason=f"unknown job {name!r}"))
+            return
+        claim = await self._start(d)
+        if claim != results.RUNNING:  # cancelled before it ran, or finished by an earlier delivery
+            logger.info("job %r (offset %s) is %s: not run", name, d.offset, claim)
+            await self._settle(d, lambda: self.queue.ack(self._current(d)))
             return
         log_redelivery(d, name, self.queue.max_deliveries)
         try:
             if inspect.iscoroutinefunction(handler):
-                await handler(payload)
+                result = await handler(payload)
             else:
                 result = await asyncio.get_running_loop().run_in_executor(self._pool(), handler, payload)
                 if inspect.isawaitable(result):
-                    await result
+                    result = await result
         except Exception as e:
             if d.delivery_count >= self.queue.max_deliveries:
                 logger.exception(
                     "job %r failed on its last delivery (%s); dead-lettering it", name, d.delivery_count
                 )
                 reason = failure_reason(e)
+                await self._end(d, results.DEAD_LETTERED, {"error": failure(e)})
                 await self._settle(d, lambda: self.queue.reject(self._current(d), reason=reason))
             else:
                 delay = self.retry_delay(d.delivery_count)
                 logger.exception(
                     "job %r failed (delivery %s); retrying in %.1fs", name, d.delivery_count, delay
                 )
+                await self._end(d, results.FAILED, {"error": failure(e)})
                 await self._settle(d, lambda: self.queue.nack(self._current(d), delay=delay))
             return
+        await self._end(d, results.DONE, {"result": result})
         await self._settle(d, lambda: self.queue.ack(self._current(d)))
+
+    async def _start(self, d: Delivery) -> str:
+        """Claim the job before running it (see `tidelog.Jobs._start`)."""
+        job = results.job_id(d.partition, d.offset)
+        q = self.queue
+        try:
+            row = await self.log._runtime.call(
+                results.start, self.log.sync, q.topic, q.group, job, d.delivery_count, self._ttl_ms
+            )
+            return row.state
+        except TidelogError:
+            logger.exception("could not record that job %s started; running it", job)
+            return results.RUNNING
+
+    async def _end(self, d: Delivery, state: str, body: dict[str, Any]) -> None:
+        """Record how a run ended, before the ack (see `tidelog.Jobs._end`)."""
+        job = results.job_id(d.partition, d.offset)
+        q = self.queue
+        try:
+            await self.log._runtime.call(
+                results.finish,
+                self.log.sync,
+                q.topic,
+                q.group,
+                job,
+                state,
+                body,
+                d.delivery_count,
+                self._ttl_ms,
+            )
+        except TidelogError:
+            logger.exception("could not record the end of job %s (%s)", job, state)
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._threads is None:

@@ -792,7 +792,7 @@ class JobsRemotely(Protocol):
     def job_cancel(self, topic: str, group: str, job_id: str) -> dict[str, Any]:
         """`tidelog.results.cancel` there."""
 
-    def job_start(self, topic: str, group: str, job_id: str, ttl_ms: int) -> dict[str, Any]:
+    def job_start(self, topic: str, group: str, job_id: str, attempts: int, ttl_ms: int) -> dict[str, Any]:
         """`tidelog.results.start` there."""
 
     def job_finish(
