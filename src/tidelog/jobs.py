@@ -30,13 +30,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import results
+from . import results, schedules
 from .bounds import MAX_VISIBILITY_S, check_seconds
 from .config import check_name
 from .errors import InvalidRequest, LeaseLost, TidelogError
 from .queues import Delivery
 from .records import Sent
 from .results import DEFAULT_RESULT_TTL_S, JobInfo
+from .schedules import Schedule, ScheduleInfo, Scheduler, Tick
 
 if TYPE_CHECKING:
     from .log import Log
@@ -66,6 +67,28 @@ def check_runner(concurrency: Any, backoff: Any, max_backoff: Any) -> None:
     check_seconds("max_backoff", max_backoff, MAX_VISIBILITY_S)
     if max_backoff < backoff:
         raise InvalidRequest(f"max_backoff ({max_backoff}) must be at least backoff ({backoff})")
+
+
+def check_periodic_options(tz: Any, missed: Any) -> None:
+    """The options of `periodic` that need no cron library (checked first)."""
+    if missed not in schedules.MISSED:
+        raise InvalidRequest(f"missed must be one of {', '.join(schedules.MISSED)}, got {missed!r}")
+    if not isinstance(tz, str):
+        raise InvalidRequest(f"tz must be a time zone name such as Europe/Paris, not {tz!r}")
+
+
+def add_schedule(known: dict[str, Schedule], schedule: Schedule) -> None:
+    """Refuse a second schedule of one name (with two expressions, or twice the same)."""
+    if len(known) >= schedules.MAX_SCHEDULES:
+        raise InvalidRequest(f"a runner has at most {schedules.MAX_SCHEDULES} schedules")
+    other = known.get(schedule.name)
+    if other is not None:
+        if (other.cron, other.tz) != (schedule.cron, schedule.tz):
+            raise InvalidRequest(
+                f"schedule {schedule.name!r} is registered twice, as {other.cron!r} ({other.tz}) "
+                f"and {schedule.cron!r} ({schedule.tz}): give each its own name"
+            )
+        raise InvalidRequest(f"schedule {schedule.name!r} is registered twice")
 
 
 def retry_delay(backoff: float, max_backoff: float, delivery_count: int) -> float:
@@ -182,6 +205,8 @@ class Jobs:
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
         self._handlers: dict[str, Handler] = {}
+        self._schedules: dict[str, Schedule] = {}
+        self._scheduler: Scheduler | None = None
         self._stopping = threading.Event()
         self._drained = threading.Event()  # set once run() has no job left running
         self._running: dict[Future[None], Delivery] = {}
@@ -201,6 +226,42 @@ class Jobs:
             return fn
 
         return register
+
+    def periodic(
+        self, cron: str, *, name: str | None = None, tz: str = "UTC", missed: str = "skip"
+    ) -> Callable[[Handler], Handler]:
+        """Register a handler run on a cron schedule (cronsim's syntax: five
+        fields, or six with seconds first), read in time zone `tz`. Every tick
+        runs once however many runners run (`tidelog.schedules`); ticks
+        missed while no runner ran are skipped but the latest ("skip") or all
+        enqueued ("catch_up", the latest 100 at most). The handler gets
+        `{"schedule": name, "tick": ms since epoch}`; `name` defaults to the
+        function's. A cron expression that does not parse is refused here,
+        naming its field."""
+        check_periodic_options(tz, missed)
+
+        def register(fn: Handler) -> Handler:
+            self._add_schedule(Schedule(name or fn.__name__, cron, tz, missed), fn)
+            return fn
+
+        return register
+
+    def _add_schedule(self, schedule: Schedule, fn: Handler) -> None:
+        schedule.validate()
+        add_schedule(self._schedules, schedule)
+        self.job(schedule.name)(fn)
+        self._schedules[schedule.name] = schedule
+
+    def schedules(self) -> list[ScheduleInfo]:
+        """The queue's schedules (these and any other runner's that ticked) with their last and next tick."""
+        return schedules.describe(self.queue.log, self.queue.topic, self._schedules)
+
+    def tick(self) -> list[Tick]:
+        """One scheduler round now: enqueue the ticks due by the log's clock that
+        no runner enqueued yet (`run()` does this as ticks fall due)."""
+        if self._scheduler is None:
+            self._scheduler = Scheduler(self.queue, self._schedules)
+        return self._scheduler.round()
 
     def enqueue(
         self,
@@ -268,6 +329,7 @@ class Jobs:
             result_ttl=self.result_ttl,
         )
         other._handlers = dict(self._handlers)
+        other._schedules = dict(self._schedules)
         return other
 
     def stop(self) -> None:
@@ -292,6 +354,12 @@ class Jobs:
         self._drained.clear()
         heartbeat = threading.Thread(target=self._heartbeat, name="tidelog-jobs-heartbeat", daemon=True)
         heartbeat.start()
+        scheduler = None
+        if self._schedules:
+            scheduler = threading.Thread(
+                target=self._schedule, args=(poll,), name="tidelog-jobs-scheduler", daemon=True
+            )
+            scheduler.start()
         try:
             with ThreadPoolExecutor(self.concurrency, thread_name_prefix="tidelog-job") as pool:
                 while not self._stopping.is_set():
@@ -309,8 +377,24 @@ class Jobs:
             self._stopping.set()
             self._drained.set()
             heartbeat.join(timeout=5)
+            if scheduler is not None:
+                scheduler.join(timeout=5)
             if restore:
                 restore()
+
+    def _schedule(self, poll: float) -> None:
+        # Wake when the next tick falls due, or after `poll` at the latest (a
+        # clock that jumps, as a test's does, is seen within that).
+        while not self._stopping.is_set():
+            try:
+                for t in self.tick():
+                    logger.info("enqueued tick %s of schedule %r", t.tick, t.schedule)
+                due = self._scheduler.next_due() if self._scheduler is not None else None
+            except Exception:  # the store away, say: the scheduler keeps going
+                logger.exception("a scheduler round failed; trying again")
+                due = None
+            wait = poll if due is None else min(poll, max(0.0, (due - self.queue.log.clock()) / 1000))
+            self._stopping.wait(max(0.01, wait))
 
     def _wait_for_a_slot(self) -> None:
         with self._lock:

@@ -259,7 +259,8 @@ def prune(log: Log, limit: int = 2000) -> int:
 
 def from_json(d: dict[str, Any]) -> JobInfo:
     """A JobInfo from the JSON a server answers (`JobInfo.to_json`)."""
-    return JobInfo(**{f: d.get(f) for f in JobInfo._fields})
+    fields: dict[str, Any] = {f: d.get(f) for f in JobInfo._fields}
+    return JobInfo(**fields)
 
 
 PENDING = object()  # `outcome` of a job that has not finished

@@ -31,13 +31,24 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import results
+from .. import results, schedules
 from ..config import check_name
 from ..errors import InvalidRequest, LeaseLost, ResultTimeout, TidelogError
-from ..jobs import Handler, check_runner, failure, failure_reason, job_call, log_redelivery, retry_delay
+from ..jobs import (
+    Handler,
+    add_schedule,
+    check_periodic_options,
+    check_runner,
+    failure,
+    failure_reason,
+    job_call,
+    log_redelivery,
+    retry_delay,
+)
 from ..queues import Delivery
 from ..records import Sent
 from ..results import DEFAULT_RESULT_TTL_S, JobInfo
+from ..schedules import Schedule, ScheduleInfo, Scheduler, Tick
 
 if TYPE_CHECKING:
     from .log import AsyncLog
@@ -107,7 +118,7 @@ class Jobs:
             ordering=ordering,
         )
         # What `on` gives another log: the queue's own settings are known only once it is open.
-        self._queue_settings = dict(
+        self._queue_settings: dict[str, Any] = dict(
             group=group,
             visibility_timeout=visibility_timeout,
             max_deliveries=max_deliveries,
@@ -117,6 +128,8 @@ class Jobs:
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
         self._handlers: dict[str, Handler] = {}
+        self._schedules: dict[str, Schedule] = {}
+        self._scheduler: Scheduler | None = None
         self._stopping = asyncio.Event()
         self._running: dict[asyncio.Task[None], Delivery] = {}
         self._settling: set[str] = set()  # receipts being acked, nacked or rejected: not extended
@@ -135,6 +148,50 @@ class Jobs:
             return fn
 
         return register
+
+    def periodic(
+        self, cron: str, *, name: str | None = None, tz: str = "UTC", missed: str = "skip"
+    ) -> Callable[[Handler], Handler]:
+        """Register a handler run on a cron schedule; see `tidelog.Jobs.periodic`."""
+        check_periodic_options(tz, missed)
+
+        def register(fn: Handler) -> Handler:
+            schedule = Schedule(name or fn.__name__, cron, tz, missed).validate()
+            add_schedule(self._schedules, schedule)
+            self.job(schedule.name)(fn)
+            self._schedules[schedule.name] = schedule
+            return fn
+
+        return register
+
+    async def schedules(self) -> list[ScheduleInfo]:
+        """The queue's schedules with their last and next tick; see `tidelog.Jobs.schedules`."""
+        return await self.log._runtime.call(
+            schedules.describe, self.log.sync, self.queue.topic, self._schedules
+        )
+
+    async def tick(self) -> list[Tick]:
+        """One scheduler round now; see `tidelog.Jobs.tick`."""
+        queue = await self.queue._core()
+        if self._scheduler is None:
+            self._scheduler = Scheduler(queue, self._schedules)
+        return await self.log._runtime.call(self._scheduler.round)
+
+    async def _schedule(self, poll: float) -> None:
+        # As the sync runner's: wake when the next tick falls due, or after `poll`.
+        while not self._stopping.is_set():
+            try:
+                for t in await self.tick():
+                    logger.info("enqueued tick %s of schedule %r", t.tick, t.schedule)
+                due = self._scheduler.next_due() if self._scheduler is not None else None
+            except Exception:  # the store away, say: the scheduler keeps going
+                logger.exception("a scheduler round failed; trying again")
+                due = None
+            wait = poll if due is None else min(poll, max(0.0, (due - self.log.sync.clock()) / 1000))
+            try:
+                await asyncio.wait_for(self._stopping.wait(), max(0.01, wait))
+            except TimeoutError:
+                pass
 
     async def enqueue(
         self,
@@ -208,6 +265,7 @@ class Jobs:
             **self._queue_settings,
         )
         other._handlers = dict(self._handlers)
+        other._schedules = dict(self._schedules)
         return other
 
     def stop(self) -> None:
@@ -244,6 +302,7 @@ class Jobs:
             self.concurrency,
         )
         heartbeat = asyncio.create_task(self._heartbeat())
+        scheduler = asyncio.create_task(self._schedule(poll)) if self._schedules else None
         stopping = asyncio.create_task(self._stopping.wait())
         receiving: asyncio.Future[list[Delivery]] | None = None
         try:
@@ -278,6 +337,8 @@ class Jobs:
                 await asyncio.wait(list(self._running))
             heartbeat.cancel()
             stopping.cancel()
+            if scheduler is not None:
+                scheduler.cancel()
             if self._threads is not None:
                 self._threads.shutdown(wait=False)
                 self._threads = None
