@@ -10,10 +10,10 @@ from typing import Any
 import click
 
 import tidelog
-from tidelog import results
+from tidelog import results, schedules
 
 from .context import Session, SummaryGroup, common_options, pass_session
-from .output import dumps, emit, when
+from .output import dumps, emit, table, when
 
 
 @click.group("jobs", cls=SummaryGroup)
@@ -117,3 +117,26 @@ def job_cancel(session: Session, job_id: str, queue: str, group: str | None) -> 
     log = session.log(writes=True)
     ttl = int(results.DEFAULT_RESULT_TTL_S * 1000)
     _show(session, results.cancel(log, queue, group or queue, job_id, ttl))
+
+
+@jobs.command("schedules")
+@click.argument("target", metavar="[MODULE:ATTRIBUTE]", required=False)
+@queue_options
+@common_options
+@pass_session
+def job_schedules(session: Session, target: str | None, queue: str, group: str | None) -> None:
+    """The queue's periodic jobs with their last and next tick. The last tick
+    is read from the log (the latest one any runner enqueued); with
+    MODULE:ATTRIBUTE, its schedules that never ticked are listed too."""
+    registered: dict[str, schedules.Schedule] = {}
+    if target is not None:
+        runner = load_runner(target)
+        registered = runner._schedules
+        queue = runner.queue.topic if queue == "jobs" else queue
+    found = schedules.describe(session.log(), queue, registered)
+    if session.json:
+        for s in found:
+            emit(s._asdict())
+        return
+    rows = [(s.name, s.cron, s.tz, s.missed, when(s.last_tick or 0), when(s.next_tick or 0)) for s in found]
+    table(["SCHEDULE", "CRON", "TZ", "MISSED", "LAST TICK", "NEXT TICK"], rows)
