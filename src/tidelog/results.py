@@ -165,7 +165,7 @@ def _status(log: Log, topic: str, job: str, partition: int, offset: int, look: J
     if offset > look.last_offset or _record(log, topic, partition, offset) is None:
         raise _unknown(topic, job)
     # Finished with no row: by a consumer that is not a runner, or its row expired.
-    return JobInfo(job, DONE, 0, None, None, None)
+    return JobInfo(job, DONE, 0, None, "no result is kept for it (finished longer ago than result_ttl)")
 
 
 def _record(log: Log, topic: str, partition: int, offset: int) -> Any:
@@ -270,6 +270,8 @@ def outcome(job: JobInfo) -> Any:
     """What `result()` gives for this status: the handler's value once done,
     PENDING before; JobFailed (dead-lettered) or JobCancelled raised."""
     if job.status == DONE:
+        if job.error is not None:  # done, but its value is not kept (expired, or too large)
+            raise UnknownJob(f"job {job.id!r} is done; its result is not kept: {job.error}")
         return job.result
     if job.status == DEAD_LETTERED:
         raise JobFailed(f"job {job.id!r} was dead-lettered: {job.error}", DEAD_LETTERED, job.error)
