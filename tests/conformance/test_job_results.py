@@ -20,7 +20,7 @@ import tidelog
 import tidelog.aio
 from dumps import dump
 
-from .conftest import Clock, StoreKind
+from .conftest import StoreKind
 
 pytestmark = pytest.mark.store_feature("queues")
 sync_only = pytest.mark.sync_api_only("tidelog.Jobs runs on the sync API; tidelog.aio.Jobs is tested below")
