@@ -38,6 +38,11 @@ def runner(log: tidelog.Log, missed: str = "skip") -> tidelog.Jobs:
     return jobs
 
 
+def race(jobs: tidelog.Jobs, barrier: threading.Barrier) -> None:
+    barrier.wait()  # the three rounds start together
+    jobs.tick()
+
+
 def enqueued(log: tidelog.Log) -> Counter[int]:
     """How many job records each tick has on the queue topic."""
     return Counter(m.data["payload"]["tick"] for m in log.read("cron", 0, after=0, limit=10_000))
@@ -52,13 +57,7 @@ def test_three_runners_racing_for_every_tick_enqueue_each_once(store, clock):
         for _ in range(6):
             clock.advance(5 * 60)
             barrier = threading.Barrier(3)
-            got: list[list[Any]] = []
-
-            def race(r: tidelog.Jobs) -> None:
-                barrier.wait()
-                got.append(r.tick())
-
-            threads = [threading.Thread(target=race, args=(r,)) for r in runners]
+            threads = [threading.Thread(target=race, args=(r, barrier)) for r in runners]
             for t in threads:
                 t.start()
             for t in threads:
