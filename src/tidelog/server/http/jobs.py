@@ -74,7 +74,7 @@ async def start_job(request: Request) -> Response:
     ctx = ctx_of(request)
     topic, group, job = _job(request)
     body = await _body(request, {"attempts", "ttl_ms"})
-    attempts = int_field(body, "attempts", 1, 1 << 31)
+    attempts = int_field(body, "attempts", 1, (1 << 31) - 1)
     ttl = int_field(body, "ttl_ms", 1, MAX_TTL_MS)
     row = await ctx.run(results.start, ctx.log, topic, group, job, attempts, ttl)
     return json_response(_row(row))
@@ -88,7 +88,7 @@ async def finish_job(request: Request) -> Response:
     state = field(body, "state", str)
     if state not in (DONE, FAILED, results.DEAD_LETTERED):
         raise InvalidRequest(f"state must be done, failed or dead-lettered, got {state[:40]!r}")
-    attempts = int_field(body, "attempts", 1, 1 << 31)
+    attempts = int_field(body, "attempts", 1, (1 << 31) - 1)
     ttl = int_field(body, "ttl_ms", 1, MAX_TTL_MS)
     end = {k: body[k] for k in ("result", "error") if k in body}
     if "error" in end:

@@ -186,7 +186,7 @@ PEEKED = {
 }
 JOB_P = _p("job", {"type": "string", "pattern": "^[0-9]{1,6}-[0-9]{1,19}$", "examples": ["0-42"]})
 JOB_QUEUE = _q("queue", NAME, description="the job runner's queue (default: jobs)")
-ATTEMPTS = {"type": "integer", "minimum": 1, "maximum": 1 << 31}
+ATTEMPTS = {"type": "integer", "minimum": 1, "maximum": (1 << 31) - 1}
 TTL_MS = {"type": "integer", "minimum": 1, "maximum": int(MAX_RESULT_TTL_S * 1000)}
 JOB_INFO = {
     "type": "object",
