@@ -166,7 +166,9 @@ def huey_runner(tmp: Path, n: int) -> tuple[float, float] | None:
 
 def goqite_runner(tmp: Path, n: int) -> tuple[float, float] | None:
     binary = PEERS / "gqbench"
-    if not binary.exists():
+    if binary.is_dir():  # the Go module's directory, its program inside
+        binary = binary / "gqbench"
+    if not binary.is_file():
         return None
     proc = subprocess.Popen([str(binary), "-n", str(n), "-dir", str(tmp)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
