@@ -156,6 +156,7 @@ NO_IO = {
     "assignment",
     "revoking",
     "job",
+    "periodic",  # registers a schedule, as job does
     "stop",
     "retry_delay",
     "transaction",  # the outbox runs on the application's own (sync) connection
