@@ -157,6 +157,7 @@ NO_IO = {
     "revoking",
     "job",
     "stop",
+    "on",  # the same runner on another log: builds a handle, no I/O
     "retry_delay",
     "transaction",  # the outbox runs on the application's own (sync) connection
 }
