@@ -158,6 +158,7 @@ NO_IO = {
     "job",
     "periodic",  # registers a schedule, as job does
     "stop",
+    "on",  # the same runner on another log: builds a handle, no I/O
     "retry_delay",
     "transaction",  # the outbox runs on the application's own (sync) connection
 }

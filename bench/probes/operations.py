@@ -82,6 +82,8 @@ class Served:
         self.errors = open(where / f"{name}.err", "w+")  # noqa: SIM115 - closed in stop()
         argv = [sys.executable, "-m", "tidelog", "serve", "--db", str(self.db), "--port", str(port)]
         argv += ["--resp-port", str(resp_port), "--clean-interval", "0", *flags]
+        if (Path(src) / "tidelog" / "server" / "kafka").is_dir():  # a tree with the Kafka listener:
+            argv += ["--kafka-port", "0"]  # not its default 9092, which two servers cannot share
         environment = {**os.environ, "PYTHONPATH": src, "TMPDIR": str(self.tmp), **(env or {})}
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=self.errors, env=environment)
         self.base = f"http://127.0.0.1:{port}"

@@ -39,7 +39,11 @@ SELECT * FROM (
 
 
 # The next new record, when nothing in the state is due and no record near
-# it carries a meta blob (so none has a delay or a priority).
+# it carries a meta blob (so none has a delay or a priority), and only while
+# the group exists (a handle may outlive its group: XGROUP DESTROY). What the
+# delivery needs comes back with the lease (RETURNING's subqueries read the
+# record in the same statement), so the common receive is one statement and
+# one transaction on one connection.
 _NEXT = """
 WITH c(at) AS (SELECT ?3 + coalesce((SELECT scanned FROM queue_cursors WHERE grp = ?1 AND pid = ?2), 0))
 INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt)
@@ -48,7 +52,10 @@ SELECT ?1, ?2, r.id - ?3, ?5, 1, ?6 FROM c, (
 WHERE r.meta IS NULL AND NOT EXISTS (SELECT 1 FROM queue_state WHERE grp = ?1 AND pid = ?2 AND due <= ?7)
   AND NOT EXISTS (
     SELECT 1 FROM records WHERE id > r.id AND id <= c.at + ?8 AND id < ?4 AND meta IS NOT NULL)
-RETURNING offset
+  AND EXISTS (SELECT 1 FROM queue_groups WHERE grp = ?1 AND topic_id = ?9)
+RETURNING offset,
+    (SELECT ts FROM records WHERE id = ?3 + offset),
+    (SELECT value FROM records WHERE id = ?3 + offset)
 """
 
 
@@ -119,18 +126,18 @@ class SQLiteQueues(SQLiteBase):
         key_of: Callable[[bytes | None], bytes | None] | None = None,
     ) -> tuple[list[Leased], int | None]:
         topic_id, pids = self._all_pids(topic) if topic not in self._pids else self._pids[topic]
-        with self._read() as conn:  # a handle may outlive its group (XGROUP DESTROY): never lease for it
-            if not conn.execute(_GROUP_EXISTS, (group, topic_id)).fetchone():
-                raise UnknownGroup(f"queue group {group!r} does not exist on topic {topic!r}")
         deadline = now + lease_ms
         window = max(limit, window)
         picking = Picking(now, due_of, priority_of, key_of)
         ordered = key_of is not None
         if limit == 1 and len(pids) == 1:
-            lease = self._receive_next(group, pids[0], now, deadline, new_receipt(), window)
+            lease = self._receive_next(group, topic_id, pids[0], now, deadline, new_receipt(), window)
             if lease is not None:
                 return [lease], None
         with self._write() as db:
+            # A handle may outlive its group (XGROUP DESTROY): never lease for it.
+            if not db.execute(_GROUP_EXISTS, (group, topic_id)).fetchone():
+                raise UnknownGroup(f"queue group {group!r} does not exist on topic {topic!r}")
             candidates: list[tuple[Any, ...]] = []  # as tidelog.store.leasing says
             news: dict[int, list[tuple[Any, ...]]] = {}
             for partition, pid in enumerate(pids):
@@ -261,27 +268,23 @@ class SQLiteQueues(SQLiteBase):
         return lost, leased, next_due
 
     def _receive_next(
-        self, group: str, pid: int, now: int, deadline: int, receipt: str, window: int
+        self, group: str, topic_id: int, pid: int, now: int, deadline: int, receipt: str, window: int
     ) -> Leased | None:
         """The common case in one autocommit statement: lease the next new
         record of a one-partition topic when nothing released or expired is
         due first and no record within `window` of the cursor carries meta
         (so none has a delay or a priority). None sends the caller down the
-        general path."""
+        general path (which also tells a missing group from an empty queue)."""
         lo = pid << OFFSET_BITS
         with self._lock:
             # fetchall: step the statement to its end, so its transaction ends here.
             rows = self._db.execute(
-                _NEXT, (group, pid, lo, lo + OFFSET_SPAN, deadline, receipt, now, window)
+                _NEXT, (group, pid, lo, lo + OFFSET_SPAN, deadline, receipt, now, window, topic_id)
             ).fetchall()
         if not rows:
             return None
-        offset = rows[0][0]
-        with self._read() as conn:
-            ts, value, meta = conn.execute(
-                "SELECT ts, value, meta FROM records WHERE id = ?", (lo + offset,)
-            ).fetchone()
-        return Leased(0, offset, ts, value, meta, 1, receipt, deadline)
+        offset, ts, value = rows[0]
+        return Leased(0, offset, ts, value, None, 1, receipt, deadline)
 
     def _lease_row(self, db: sqlite3.Connection, group: str, pid: int, offset: int) -> tuple[Any, ...] | None:
         row: tuple[Any, ...] | None = db.execute(
