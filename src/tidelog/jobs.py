@@ -461,9 +461,9 @@ class Jobs:
             self._end(d, results.DEAD_LETTERED, {"error": f"no handler for job {name!r}"})
             self._settle(d, lambda: self.queue.reject(d, reason=f"unknown job {name!r}"))
             return
-        claim = self._start(d)
-        if claim != results.RUNNING:  # cancelled before it ran, or finished by an earlier delivery
-            logger.info("job %r (offset %s) is %s: not run", name, d.offset, claim)
+        status = self._start(d)
+        if status in results.FINAL:  # cancelled before it ran, or finished by an earlier delivery
+            logger.info("job %r (offset %s) is %s: not run", name, d.offset, status)
             self._settle(d, lambda: self.queue.ack(self._current(d)))
             return
         log_redelivery(d, name, self.queue.max_deliveries)
@@ -487,17 +487,16 @@ class Jobs:
                 self._end(d, results.FAILED, {"error": failure(e)})
                 self._settle(d, lambda: self.queue.nack(self._current(d), delay=delay))
             return
-        self._end(d, results.DONE, {"result": result})
-        self._settle(d, lambda: self.queue.ack(self._current(d)))
+        self._settle(d, lambda: results.done(self.queue, self._current(d), result, self._ttl_ms))
 
     def _start(self, d: Delivery) -> str:
-        """Claim the job before running it (a cancel may have won): the state it is in now."""
+        """The job's status as it starts (a cancel may have come first; see `results.begin`)."""
         job = results.job_id(d.partition, d.offset)
         q = self.queue
         try:
-            return results.start(q.log, q.topic, q.group, job, d.delivery_count, self._ttl_ms).state
+            return results.begin(q.log, q.topic, q.group, job, d.delivery_count, self._ttl_ms)
         except TidelogError:
-            logger.exception("could not record that job %s started; running it", job)
+            logger.exception("could not read the status of job %s; running it", job)
             return results.RUNNING
 
     def _end(self, d: Delivery, state: str, body: dict[str, Any]) -> None:

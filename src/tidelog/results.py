@@ -7,11 +7,14 @@ record (waiting, delayed, leased) and a small row a runner or a cancel
 writes (started, failed and why, done and the handler's value, dead-lettered,
 cancelled), which outlives the record's queue state for `result_ttl`.
 
-The row is written by one upsert guarded by its state, so a cancel and a
-runner starting the same job settle on one winner without a lock: a cancel
-writes "cancelled" only over no row or a failed run's row; a runner writes
-"running" only over no row, "running" or "failed". The loser reads the
-winner's row and steps back (the runner acks the cancelled job unrun).
+A cancel writes its row only while the record is not leased, checked in
+the same write transaction a receive's lease takes (see `store.jobstates`);
+a runner reads the job's status after it leased the record and acks a
+cancelled job unrun. So a job is either cancelled or run, never both, with
+no lock held between a cancel and a runner and no write of the runner's
+before a first run. A runner records each run's end (a failure, the
+handler's value) before it settles the record, and a redelivered job's
+start, so a job whose runners all died is reported dead-lettered.
 
 Why a table and not a results topic: a status is asked by job id, and a
 topic is read by offset, not by key; a row keyed by the job's record is one
@@ -45,6 +48,7 @@ from .store.base import JobLook, JobRow, JobsRemotely, JobStore
 
 if TYPE_CHECKING:
     from .log import Log
+    from .queues import Delivery, Queue
 
 # The statuses, in the order a job usually goes through them.
 WAITING, DELAYED, RUNNING, DONE, FAILED, DEAD_LETTERED, CANCELLED = STATUSES = (
@@ -198,16 +202,18 @@ def cancel(log: Log, topic: str, group: str, job: str, ttl_ms: int) -> JobInfo:
     if current.status not in (WAITING, DELAYED, FAILED):
         raise JobConflict(f"job {job!r} is {current.status}: only a waiting or delayed job can be cancelled")
     row = JobRow(CANCELLED, current.attempts, None, now, now + ttl_ms)
-    won = _store(log).job_put(group, topic, partition, offset, row, (FAILED,))
-    if won.state != CANCELLED:  # a runner started it since we looked
-        raise JobConflict(f"job {job!r} is {won.state}: a runner started it as it was being cancelled")
+    won = _store(log).job_cancel(group, topic, partition, offset, row)
+    if won is None:  # a runner leased it since we looked
+        raise JobConflict(f"job {job!r} is running: a runner took it as it was being cancelled")
+    if won.state != CANCELLED:
+        raise JobConflict(f"job {job!r} is {won.state}: it finished as it was being cancelled")
     return JobInfo(job, CANCELLED, current.attempts, None, None, now)
 
 
 def start(log: Log, topic: str, group: str, job: str, attempts: int, ttl_ms: int) -> JobRow:
-    """A runner's claim before it runs a job: the row there afterwards. Its
-    state is "running" when the runner may go on; "cancelled" or a final
-    state when it must not (it acks the job unrun)."""
+    """A runner's record that it runs a job again (a redelivery): the row
+    there afterwards. Should the runner die too, the job's status says
+    dead-lettered once the queue gives up on it, not done."""
     partition, offset = _checked(topic, group, job)
     store = log.store
     if isinstance(store, JobsRemotely):
@@ -215,6 +221,44 @@ def start(log: Log, topic: str, group: str, job: str, attempts: int, ttl_ms: int
     now = log.clock()
     row = JobRow(RUNNING, attempts, None, now, now + ttl_ms)
     return _store(log).job_put(group, topic, partition, offset, row, (RUNNING, FAILED))
+
+
+def begin(log: Log, topic: str, group: str, job: str, attempts: int, ttl_ms: int) -> str:
+    """What a runner does with a job it leased, before running it: the job's
+    status. A final one (cancelled, or done by an earlier delivery whose ack
+    was lost) means do not run it; a redelivery also records its start."""
+    partition, offset = _checked(topic, group, job)
+    store = log.store
+    if isinstance(store, JobStore):  # one read of the row: the lease says the rest
+        state = store.job_state(group, topic, partition, offset)
+        status = state if state in FINAL else RUNNING
+    else:
+        status = info(log, topic, group, job).status
+    if status in FINAL or attempts <= 1:
+        return status
+    return start(log, topic, group, job, attempts, ttl_ms).state
+
+
+def done(queue: Queue, delivery: Delivery, value: Any, ttl_ms: int) -> None:
+    """A runner's end of a job that returned `value`: its row and its ack, in
+    one transaction where the store can (LeaseLost as `Queue.ack`)."""
+    job = job_id(delivery.partition, delivery.offset)
+    log, store = queue.log, queue.log.store
+    if not isinstance(store, JobStore):
+        finish(log, queue.topic, queue.group, job, DONE, {"result": value}, delivery.delivery_count, ttl_ms)
+        queue.ack(delivery)
+        return
+    now = log.clock()
+    row = JobRow(DONE, delivery.delivery_count, _end_text({"result": value}), now, now + ttl_ms)
+    store.job_done(
+        queue.group,
+        queue.topic,
+        delivery.partition,
+        delivery.offset,
+        row,
+        (RUNNING, FAILED),
+        delivery.receipt,
+    )
 
 
 def finish(
@@ -228,19 +272,25 @@ def finish(
         raise InvalidRequest(f"a run ends done, failed or dead-lettered, not {state!r}")
     if not isinstance(body, dict) or not set(body) <= {"result", "error"}:
         raise InvalidRequest('a run\'s end is {"result": value} or {"error": text}')
-    # A value JSON cannot hold is kept as its str(); one too large is not kept, and says so.
-    text = json.dumps(body, default=str, separators=(",", ":"))
-    if len(text) > MAX_RESULT_BYTES:
-        size = len(text)
-        text = json.dumps(
-            {"error": f"the result ({size} bytes of JSON) is over {MAX_RESULT_BYTES}: not kept"}
-        )
+    text = _end_text(body)
     store = log.store
     if isinstance(store, JobsRemotely):
         return JobRow(**store.job_finish(topic, group, job, state, json.loads(text), attempts, ttl_ms))
     now = log.clock()
     row = JobRow(state, attempts, text, now, now + ttl_ms)
     return _store(log).job_put(group, topic, partition, offset, row, (RUNNING, FAILED))
+
+
+def _end_text(body: dict[str, Any]) -> str:
+    """A run's end as its row keeps it. A value JSON cannot hold is kept as
+    its str(); one too large is not kept, and says so."""
+    text = json.dumps(body, default=str, separators=(",", ":"))
+    if len(text) > MAX_RESULT_BYTES:
+        size = len(text)
+        text = json.dumps(
+            {"error": f"the result ({size} bytes of JSON) is over {MAX_RESULT_BYTES}: not kept"}
+        )
+    return text
 
 
 def prune(log: Log, limit: int = 2000) -> int:

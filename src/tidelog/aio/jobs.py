@@ -398,9 +398,9 @@ class Jobs:
             await self._end(d, results.DEAD_LETTERED, {"error": f"no handler for job {name!r}"})
             await self._settle(d, lambda: self.queue.reject(d, reason=f"unknown job {name!r}"))
             return
-        claim = await self._start(d)
-        if claim != results.RUNNING:  # cancelled before it ran, or finished by an earlier delivery
-            logger.info("job %r (offset %s) is %s: not run", name, d.offset, claim)
+        status = await self._start(d)
+        if status in results.FINAL:  # cancelled before it ran, or finished by an earlier delivery
+            logger.info("job %r (offset %s) is %s: not run", name, d.offset, status)
             await self._settle(d, lambda: self.queue.ack(self._current(d)))
             return
         log_redelivery(d, name, self.queue.max_deliveries)
@@ -427,21 +427,24 @@ class Jobs:
                 await self._end(d, results.FAILED, {"error": failure(e)})
                 await self._settle(d, lambda: self.queue.nack(self._current(d), delay=delay))
             return
-        await self._end(d, results.DONE, {"result": result})
-        await self._settle(d, lambda: self.queue.ack(self._current(d)))
+        await self._settle(d, lambda: self._done(self._current(d), result))
 
     async def _start(self, d: Delivery) -> str:
-        """Claim the job before running it (see `tidelog.Jobs._start`)."""
+        """The job's status as it starts (see `tidelog.Jobs._start`)."""
         job = results.job_id(d.partition, d.offset)
         q = self.queue
         try:
-            row = await self.log._runtime.call(
-                results.start, self.log.sync, q.topic, q.group, job, d.delivery_count, self._ttl_ms
+            return await self.log._runtime.call(
+                results.begin, self.log.sync, q.topic, q.group, job, d.delivery_count, self._ttl_ms
             )
-            return row.state
         except TidelogError:
-            logger.exception("could not record that job %s started; running it", job)
+            logger.exception("could not read the status of job %s; running it", job)
             return results.RUNNING
+
+    async def _done(self, d: Delivery, value: Any) -> None:
+        """The job's value and its ack, in one transaction (see `tidelog.results.done`)."""
+        queue = await self.queue._core()
+        await self.log._runtime.call(results.done, queue, d, value, self._ttl_ms)
 
     async def _end(self, d: Delivery, state: str, body: dict[str, Any]) -> None:
         """Record how a run ended, before the ack (see `tidelog.Jobs._end`)."""

@@ -764,7 +764,7 @@ class JobLook(NamedTuple):
 @runtime_checkable
 class JobStore(Protocol):
     """A store that keeps what became of each job (`tidelog.results`): rows by
-    (queue group, partition, offset), written by one guarded upsert."""
+    (queue group, partition, offset), each written by one guarded upsert."""
 
     def job_look(self, group: str, topic: str, partition: int, offset: int, now: int) -> JobLook:
         """The job's row, the group's state of its record and the partition's
@@ -776,6 +776,29 @@ class JobStore(Protocol):
         """Write `row` when the job has no row yet or its row's state is one of
         `replace`, in one statement; returns the row there afterwards (this
         one, or the one that was there and stayed)."""
+
+    def job_state(self, group: str, topic: str, partition: int, offset: int) -> str | None:
+        """The state of the job's row (None: no row), in one read: what a
+        runner checks once it leased a job (a cancel may have come first)."""
+
+    def job_done(
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        row: JobRow,
+        replace: Sequence[str],
+        receipt: str,
+    ) -> None:
+        """`job_put` and `queue_ack` of the lease `receipt` in one transaction:
+        a run's end and its ack, both or neither (LeaseLost as queue_ack)."""
+
+    def job_cancel(self, group: str, topic: str, partition: int, offset: int, row: JobRow) -> JobRow | None:
+        """Write the cancel `row` (over no row, or a failed run's) unless the
+        group has the record leased now (by `row.updated`), in one write
+        transaction that a receive's lease cannot interleave with: None when
+        leased, else the row there afterwards."""
 
     def job_prune(self, now: int, limit: int) -> int:
         """Remove up to `limit` rows that expired at or before `now`; returns how many went."""

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .. import jobstates
 from ..base import JobLook, JobRow
 from ..dialect import SQLITE
+from ..jobstates import CANCELLABLE
 from .base import SQLiteBase
 from .queues import SQLiteQueues
 
 
 class SQLiteJobs(SQLiteBase):
     """Mixed into SQLiteStore; uses its connections and pid cache."""
+
+    if TYPE_CHECKING:  # the queue role's, in the composed store
+
+        def queue_ack(self, group: str, topic: str, partition: int, offset: int, receipt: str) -> None: ...
 
     def job_look(self, group: str, topic: str, partition: int, offset: int, now: int) -> JobLook:
         pid = self._pid(topic, partition, refresh=True)
@@ -35,6 +41,35 @@ class SQLiteJobs(SQLiteBase):
         pid = self._pid(topic, partition)
         with self._write() as db:
             return jobstates.put(db, SQLITE, group, pid, offset, row, replace)
+
+    def job_state(self, group: str, topic: str, partition: int, offset: int) -> str | None:
+        pid = self._pid(topic, partition)
+        with self._read() as conn:
+            return jobstates.state(conn, SQLITE, group, pid, offset)
+
+    def job_done(
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        row: JobRow,
+        replace: Sequence[str],
+        receipt: str,
+    ) -> None:
+        pid = self._pid(topic, partition)
+        with self._write() as db:
+            jobstates.upsert(db, SQLITE, group, pid, offset, row, replace)
+            # Joins this transaction (the writer's lock is re-entrant): a lost
+            # lease rolls the row back too.
+            self.queue_ack(group, topic, partition, offset, receipt)
+
+    def job_cancel(self, group: str, topic: str, partition: int, offset: int, row: JobRow) -> JobRow | None:
+        pid = self._pid(topic, partition)
+        with self._write() as db:  # the one writer: no lease can come between the look and the write
+            if jobstates.leased(db, SQLITE, group, pid, offset, row.updated):
+                return None
+            return jobstates.put(db, SQLITE, group, pid, offset, row, CANCELLABLE)
 
     def job_prune(self, now: int, limit: int) -> int:
         with self._write() as db:
