@@ -210,6 +210,25 @@ def test_results_are_kept_for_result_ttl_then_cleaned(store, clock):
             job.result(timeout=0)
 
 
+@sync_only
+def test_a_job_whose_runners_die_until_max_deliveries_reads_dead_lettered(store, clock):
+    with store.open(clock=clock) as log:
+        jobs = tidelog.Jobs(log, queue="work", visibility_timeout=5, max_deliveries=2)
+        job = jobs.enqueue("crash")
+        first = jobs.queue.receive()[0]
+        assert jobs._start(first) == "running"  # what a runner does before the handler; then it dies
+        assert job.status() == "running"
+        clock.advance(6)
+        second = jobs.queue.receive()[0]
+        assert second.delivery_count == 2 and jobs._start(second) == "running"  # dies again
+        clock.advance(6)
+        assert jobs.queue.receive() == []  # past max deliveries: the queue dead-letters it
+        found = job.info()
+        assert (found.status, found.attempts) == ("dead-lettered", 2)
+        with pytest.raises(tidelog.JobFailed, match="runner stopped"):
+            job.result(timeout=0)
+
+
 @pytest.mark.anyio
 @pytest.mark.async_api_only
 async def test_the_asyncio_runner_keeps_statuses_and_results_too(store):
