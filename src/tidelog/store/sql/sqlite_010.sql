@@ -4,11 +4,12 @@
 -- delayed or leased. What the queue cannot say (it forgets a record once it
 -- is finished) is kept here, by the job's record: that a runner started it,
 -- that its last run failed and with what, its result once done, that it was
--- cancelled or dead-lettered. A row is written by a runner (start, finish)
--- or a cancel; both are one upsert guarded by the row's state, so a cancel
--- and a start racing for one job settle on one winner with no lock held
--- between them. Rows expire (`expires`, the Jobs' result_ttl) and go in the
--- cleaning pass (Log.clean), as idempotent-write ids do.
+-- cancelled or dead-lettered. A row is written by a runner (a run's end,
+-- with the ack in one transaction; a redelivery's start) or by a cancel,
+-- each one upsert guarded by the row's state; a cancel writes only while
+-- the record is not leased (see store/jobstates.py). Rows expire
+-- (`expires`, the Jobs' result_ttl) and go in the cleaning pass
+-- (Log.clean), as idempotent-write ids do.
 CREATE TABLE job_states (
     grp      TEXT NOT NULL,           -- the queue group running the job
     pid      INTEGER NOT NULL,        -- the job record's partition id
