@@ -5,6 +5,7 @@ is refused at registration (issue 31)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections import Counter
@@ -13,14 +14,13 @@ from typing import Any
 import pytest
 
 import tidelog
+import tidelog.aio
 from dumps import dump
 
 from .conftest import StoreKind
 
-pytestmark = [
-    pytest.mark.store_feature("queues"),
-    pytest.mark.sync_api_only("schedules run in tidelog.Jobs; the asyncio runner shares its Scheduler"),
-]
+pytestmark = pytest.mark.store_feature("queues")
+sync_only = pytest.mark.sync_api_only("tidelog.Jobs on the sync API; tidelog.aio.Jobs is tested below")
 MINUTE = 60_000
 
 
@@ -48,6 +48,7 @@ def enqueued(log: tidelog.Log) -> Counter[int]:
     return Counter(m.data["payload"]["tick"] for m in log.read("cron", 0, after=0, limit=10_000))
 
 
+@sync_only
 def test_three_runners_racing_for_every_tick_enqueue_each_once(store, clock):
     clock.now = 1_800_000_000_000  # on a 5-minute boundary
     logs = [store.open(clock=clock) for _ in range(3)]
@@ -72,6 +73,7 @@ def test_three_runners_racing_for_every_tick_enqueue_each_once(store, clock):
             log.close()
 
 
+@sync_only
 @pytest.mark.parametrize("missed", ["skip", "catch_up"])
 def test_a_restarted_runner_repeats_nothing_and_skips_or_catches_up(store, clock, missed):
     clock.now = 1_800_000_000_000
@@ -95,6 +97,7 @@ def test_a_restarted_runner_repeats_nothing_and_skips_or_catches_up(store, clock
         assert (info.last_tick, info.next_tick) == (missed_ticks[-1], missed_ticks[-1] + 5 * MINUTE)
 
 
+@sync_only
 def test_a_running_runner_runs_each_tick_once_as_the_clock_moves(store, clock):
     clock.now = 1_800_000_000_000
     with store.open(clock=clock) as log:
@@ -120,6 +123,7 @@ def test_a_running_runner_runs_each_tick_once_as_the_clock_moves(store, clock):
         assert ran == expected
 
 
+@sync_only
 def test_a_bad_schedule_is_refused_at_registration_and_nothing_changes(store, tmp_path):
     with store.open() as log:
         jobs = tidelog.Jobs(log, queue="cron")
@@ -144,6 +148,52 @@ def test_a_bad_schedule_is_refused_at_registration_and_nothing_changes(store, tm
                 jobs.periodic(*args, **{"name": "other", **kwargs})(lambda _: None)
         assert [s.name for s in jobs.schedules()] == ["nightly"]
         assert dump(store_file(store, tmp_path)) == before
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+@pytest.mark.async_api_only
+async def test_the_asyncio_runner_runs_each_tick_once_too(store, clock):
+    clock.now = 1_800_000_000_000
+    async with store.aio_open(clock=clock) as log:
+        jobs = tidelog.aio.Jobs(log, queue="cron")
+        other = tidelog.aio.Jobs(log, queue="cron")
+        ran: list[int] = []
+
+        @jobs.periodic("*/5 * * * *", name="sweep", tz="Europe/Paris")
+        async def sweep(tick: dict[str, Any]) -> None:
+            ran.append(tick["tick"])
+
+        other.periodic("*/5 * * * *", name="sweep", tz="Europe/Paris")(sweep)
+        with pytest.raises(tidelog.InvalidRequest, match="Bad minute"):
+            jobs.periodic("99 * * * *", name="bad")(sweep)
+        assert await jobs.tick() == [] and await other.tick() == []
+        clock.advance(5 * 60)
+        assert [t.tick for t in await other.tick()] == [clock.now]  # the other runner got there first
+        runner = asyncio.create_task(jobs.run(poll=0.05))
+        try:
+            expected = [clock.now]
+            for _ in range(2):
+                clock.advance(5 * 60)
+                expected.append(clock.now)
+                for _ in range(1000):
+                    if sorted(ran) == expected:
+                        break
+                    await asyncio.sleep(0.02)
+            assert sorted(ran) == expected  # each tick once (up to 4 run at a time: in any order)
+        finally:
+            jobs.stop()
+            await asyncio.wait_for(runner, 20)
+        [info] = await jobs.schedules()
+        assert (info.name, info.last_tick, info.next_tick) == (
+            "sweep",
+            expected[-1],
+            expected[-1] + 5 * MINUTE,
+        )
 
 
 def wait_for(condition: Any, timeout: float = 20) -> None:
