@@ -44,8 +44,11 @@ class SQLiteJobs(SQLiteBase):
 
     def job_state(self, group: str, topic: str, partition: int, offset: int) -> str | None:
         pid = self._pid(topic, partition)
-        with self._read() as conn:
-            return jobstates.state(conn, SQLITE, group, pid, offset)
+        # On the writer's connection, whose page cache the writes keep warm: a
+        # reader's cache starts cold after every write, and a runner asks this
+        # right after its lease was written.
+        with self._lock:
+            return jobstates.state(self._db, SQLITE, group, pid, offset)
 
     def job_done(
         self,
