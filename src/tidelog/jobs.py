@@ -252,6 +252,11 @@ class Jobs:
         self.job(schedule.name)(fn)
         self._schedules[schedule.name] = schedule
 
+    @property
+    def registered_schedules(self) -> dict[str, Schedule]:
+        """The schedules registered on this runner, by name (no I/O)."""
+        return dict(self._schedules)
+
     def schedules(self) -> list[ScheduleInfo]:
         """The queue's schedules (these and any other runner's that ticked) with their last and next tick."""
         return schedules.describe(self.queue.log, self.queue.topic, self._schedules)

@@ -164,6 +164,11 @@ class Jobs:
 
         return register
 
+    @property
+    def registered_schedules(self) -> dict[str, Schedule]:
+        """The schedules registered on this runner, by name (no I/O)."""
+        return dict(self._schedules)
+
     async def schedules(self) -> list[ScheduleInfo]:
         """The queue's schedules with their last and next tick; see `tidelog.Jobs.schedules`."""
         return await self.log._runtime.call(

@@ -80,8 +80,7 @@ def _show(session: Session, job: results.JobInfo) -> None:
 def job_status(session: Session, job_id: str, queue: str, group: str | None) -> None:
     """What became of job ID: waiting, delayed, running, done (with its
     result), failed (with its error; a retry follows), dead-lettered or cancelled."""
-    session_log = session.log()
-    _show(session, results.info(session_log, queue, group or queue, job_id))
+    _show(session, results.info(session.log(), queue, group or queue, job_id))
 
 
 @jobs.command("result")
@@ -131,8 +130,8 @@ def job_schedules(session: Session, target: str | None, queue: str, group: str |
     registered: dict[str, schedules.Schedule] = {}
     if target is not None:
         runner = load_runner(target)
-        registered = runner._schedules
-        queue = runner.queue.topic if queue == "jobs" else queue
+        registered = runner.registered_schedules
+        queue = runner.queue.topic if queue == "jobs" else queue  # the runner's, unless --queue says
     found = schedules.describe(session.log(), queue, registered)
     if session.json:
         for s in found:
