@@ -201,3 +201,20 @@ def test_schedules_are_listed_with_their_last_and_next_tick(where: Where, tmp_pa
     ]
     table = where.run("jobs", "schedules", "--queue", "work").stdout
     assert "sweep" in table and "LAST TICK" in table and "2027-01-15T08:10:00Z" in table
+
+
+def test_schedules_of_a_module_are_listed_before_they_tick(tmp_path: Path, monkeypatch: Any) -> None:
+    db = str(tmp_path / "cron.db")
+    (tmp_path / "cron_jobs.py").write_text(
+        "import tidelog\n"
+        f"jobs = tidelog.Jobs(tidelog.open({db!r}), queue='maintenance')\n"
+        "jobs.periodic('0 3 * * *', name='nightly', missed='catch_up')(lambda tick: None)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # load_runner puts the directory first
+    out = CliRunner().invoke(cli, ["--db", db, "jobs", "schedules", "cron_jobs:jobs", "--json"])
+    assert out.exit_code == 0, out.output
+    [listed] = [json.loads(line) for line in out.stdout.splitlines()]
+    assert (listed["name"], listed["missed"], listed["last_tick"]) == ("nightly", "catch_up", None)
+    assert listed["next_tick"] % 86_400_000 == 3 * 3_600_000  # 03:00 UTC
+    sys.modules.pop("cron_jobs", None)
