@@ -26,7 +26,7 @@ spread over the minutes (~17 a round), and a round with nothing due; beside
 the same ticks written as plain `jobs.enqueue(dedup_id=...)` calls (the
 floor: a tick is one such write plus its marker).
 
-    python bench/jobs.py [--jobs 5000] [--rounds 2] [--only runners|scheduler]
+    python bench/jobs.py [--jobs 5000] [--rounds 2] [--only runners|scheduler] [--pg URL]
 """
 
 from __future__ import annotations
@@ -40,8 +40,10 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import tidelog
+from pgschema import postgres_schema
 
 PEERS = Path(os.environ.get("PEERS", Path.home() / ".cache" / "tidelog-peers"))
 TICK_S = os.sysconf("SC_CLK_TCK")
@@ -232,48 +234,60 @@ class Clock:
         return self.now
 
 
-def scheduler(count: int = 1000) -> None:
-    print(f"\nPeriodic scheduler: {count} schedules, SQLite, on a test clock")
+def scheduler(count: int = 1000, pg: str | None = None) -> None:
+    if pg is None:
+        with tempfile.TemporaryDirectory() as d:
+            _scheduler(count, "SQLite", lambda name: os.path.join(d, f"{name}.db"))
+        return
+    with postgres_schema(pg, "bench_jobs") as url:
+        if url is None:
+            print(f"\nPeriodic scheduler on PostgreSQL: no server at {pg}")
+            return
+        # One schema, a queue a part (they would share one log's tables).
+        _scheduler(count, "PostgreSQL", lambda name: url, queues=True)
+
+
+def _scheduler(count: int, store: str, url_of: Any, queues: bool = False) -> None:
+    print(f"\nPeriodic scheduler: {count} schedules, {store}, on a test clock")
     print(f"load average before: {load()}")
-    with tempfile.TemporaryDirectory() as d:
-        # All due at once: every schedule "0 * * * *", one round at the hour.
-        clock = Clock()
-        with tidelog.open(os.path.join(d, "all.db"), clock=clock) as log:
-            jobs = tidelog.Jobs(log, queue="cron")
-            for i in range(count):
-                jobs.periodic("0 * * * *", name=f"s{i}")(lambda tick: None)
-            jobs.tick()
-            clock.now += 3_600_000
+    # All due at once: every schedule "0 * * * *", one round at the hour.
+    clock = Clock()
+    with tidelog.open(url_of("all"), clock=clock) as log:
+        jobs = tidelog.Jobs(log, queue="cron-all" if queues else "cron")
+        for i in range(count):
+            jobs.periodic("0 * * * *", name=f"s{i}")(lambda tick: None)
+        jobs.tick()
+        clock.now += 3_600_000
+        cpu = time.process_time()
+        wall = time.perf_counter()
+        ticks = jobs.tick()
+        all_cpu, all_wall = time.process_time() - cpu, time.perf_counter() - wall
+        assert len(ticks) == count
+        cpu = time.process_time()
+        for _ in range(100):
+            assert jobs.tick() == []
+        idle = (time.process_time() - cpu) / 100
+    # Spread: schedule i at minute i % 60; the rounds of one hour, a minute apart.
+    clock = Clock()
+    with tidelog.open(url_of("spread"), clock=clock) as log:
+        jobs = tidelog.Jobs(log, queue="cron-spread" if queues else "cron")
+        for i in range(count):
+            jobs.periodic(f"{i % 60} * * * *", name=f"s{i}")(lambda tick: None)
+        jobs.tick()
+        spent, enqueued = 0.0, 0
+        for _ in range(60):
+            clock.now += 60_000
             cpu = time.process_time()
-            wall = time.perf_counter()
-            ticks = jobs.tick()
-            all_cpu, all_wall = time.process_time() - cpu, time.perf_counter() - wall
-            assert len(ticks) == count
-            cpu = time.process_time()
-            for _ in range(100):
-                assert jobs.tick() == []
-            idle = (time.process_time() - cpu) / 100
-        # Spread: schedule i at minute i % 60; the rounds of one hour, a minute apart.
-        clock = Clock()
-        with tidelog.open(os.path.join(d, "spread.db"), clock=clock) as log:
-            jobs = tidelog.Jobs(log, queue="cron")
-            for i in range(count):
-                jobs.periodic(f"{i % 60} * * * *", name=f"s{i}")(lambda tick: None)
-            jobs.tick()
-            spent, enqueued = 0.0, 0
-            for _ in range(60):
-                clock.now += 60_000
-                cpu = time.process_time()
-                enqueued += len(jobs.tick())
-                spent += time.process_time() - cpu
-            assert enqueued == count
-        # The floor: the same number of writes as plain enqueues with a dedup id.
-        with tidelog.open(os.path.join(d, "floor.db")) as log:
-            jobs = tidelog.Jobs(log, queue="cron")
-            cpu = time.process_time()
-            for i in range(count):
-                jobs.enqueue(f"s{i}", {"tick": 0}, dedup_id=f"tick:s{i}:0")
-            floor = time.process_time() - cpu
+            enqueued += len(jobs.tick())
+            spent += time.process_time() - cpu
+        assert enqueued == count
+    # The floor: the same number of writes as plain enqueues with a dedup id.
+    with tidelog.open(url_of("floor")) as log:
+        jobs = tidelog.Jobs(log, queue="cron-floor" if queues else "cron")
+        cpu = time.process_time()
+        for i in range(count):
+            jobs.enqueue(f"s{i}", {"tick": 0}, dedup_id=f"tick:s{i}:0")
+        floor = time.process_time() - cpu
     print(f"{'':<58} {'CPU ms':>9} {'µs a tick':>10}")
     print(
         f"{'one round, all ' + str(count) + ' due (wall ' + f'{all_wall * 1000:.0f} ms)':<58} "
@@ -297,12 +311,15 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", choices=["runners", "scheduler"])
+    parser.add_argument("--pg", help="also the scheduler on PostgreSQL at this URL (a fresh schema)")
     args = parser.parse_args()
     print(f"tidelog {tidelog.__version__}, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
     if args.only != "scheduler":
         runners(args.jobs, args.rounds)
     if args.only != "runners":
         scheduler()
+        if args.pg:
+            scheduler(pg=args.pg)
 
 
 if __name__ == "__main__":
