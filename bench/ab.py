@@ -142,7 +142,9 @@ def goqite() -> float | None:
     binary = Path.home() / ".cache" / "tidelog-peers" / "gqbench" / "gqbench"
     if not binary.exists():
         return None
-    done = subprocess.run([str(binary)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(binary), "-body", "100", "-n", "3000"], capture_output=True, text=True, timeout=300
+    )
     found = re.findall(r"([\d.]+)\s*(?:msgs?|messages)/s", done.stdout + done.stderr)
     return float(found[0]) if found else None
 
