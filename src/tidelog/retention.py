@@ -25,6 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import results
 from .config import TopicConfig
 from .errors import ConfigurationError, TidelogError, UnknownTopic
 from .records import decode_meta
@@ -65,10 +66,13 @@ def clean(
     """Apply every topic's retention and compaction settings (or one topic's).
 
     Cleaning the whole log also forgets idempotent-write ids older than
-    `txn_window_ms` (None: keep them all).
+    `txn_window_ms` (None: keep them all) and the jobs' statuses and results
+    older than their `result_ttl`.
     """
     if topic is None and txn_window_ms is not None:
         prune_txns(log, txn_window_ms, chunk=chunk)
+    if topic is None:  # the jobs' states past their result_ttl (tidelog.results)
+        results.prune(log, chunk)
     names = [topic] if topic is not None else [t.name for t in log.topics()]
     reports = []
     for name in names:
