@@ -22,7 +22,7 @@ client decodes, instead of after it asks. The next fetch of the connection
 takes what was read if it asks for that position with the same limits
 within READ_AHEAD_TTL_S and the partition's bounds, read afresh, still hold
 it; else it is dropped and read again. A connection holds one read-ahead a
-partition, no more bytes in all than its last answer.
+partition, no more bytes in all than the fetch's own limit.
 There are no transactions, so read_committed reads what read_uncommitted
 does (the last stable offset is the high watermark) and fetch sessions are
 not kept (session id 0: the client sends its whole fetch each time).
@@ -92,6 +92,13 @@ class Chunk(NamedTuple):
     more: bool  # stopped at the byte budget with records left behind it
 
 
+class Ahead(NamedTuple):
+    """A chunk read ahead, and the creation time of its topic when it was read."""
+
+    created: int
+    chunk: Chunk
+
+
 def read_chunk(
     log: Log, topic: str, partition: int, after: int, high: int, budget: int, first: bool
 ) -> Chunk | None:
@@ -120,11 +127,12 @@ def read_chunk(
     return Chunk(batch.finish(), batch.size, batch.last_offset, more)
 
 
-def _read(broker: Broker, asked: list[_Partition], max_bytes: int, ready: dict[Any, Chunk | None]) -> int:
-    """On a thread: fill each partition's records, within the byte limits;
-    returns the bytes read in all."""
+def _read(broker: Broker, asked: list[_Partition], max_bytes: int, ready: dict[Any, Ahead | None]) -> int:
+    """On a thread: fill each partition's records, within the byte limits,
+    taking what was read ahead where it still holds; returns the bytes read in all."""
     log = broker.log
     offsets: dict[str, list[PartitionOffsets] | TidelogError] = {}
+    created: dict[str, int | None] = {}
     total = 0
     for p in asked:
         p.records, p.size, p.code, p.last, p.more = None, 0, ErrorCode.none, -1, False
@@ -148,8 +156,17 @@ def _read(broker: Broker, asked: list[_Partition], max_bytes: int, ready: dict[A
         budget = min(p.max_bytes, max_bytes - total)
         if p.position == p.high or (budget <= 0 and total):
             continue
-        chunk = ready.pop((p.topic, p.partition, p.position, p.max_bytes), None)
-        if chunk is None or chunk.size > budget or chunk.last > p.high:  # none read ahead, or unfit
+        chunk = None
+        ahead = ready.pop((p.topic, p.partition, p.position, p.max_bytes), None)
+        if ahead is not None and ahead.chunk.size <= budget and ahead.chunk.last <= p.high:
+            if p.topic not in created:
+                try:
+                    created[p.topic] = log.topic(p.topic).created
+                except TidelogError:
+                    created[p.topic] = None
+            if created[p.topic] == ahead.created:
+                chunk = ahead.chunk
+        if chunk is None:  # none read ahead, or not for this topic and limits
             try:
                 chunk = read_chunk(log, p.topic, p.partition, p.position, p.high, budget, not total)
             except OffsetOutOfRange:  # retention removed them under us
@@ -164,19 +181,24 @@ def _read(broker: Broker, asked: list[_Partition], max_bytes: int, ready: dict[A
     return total
 
 
-def _ahead(log: Log, topic: str, partition: int, after: int, budget: int) -> Chunk | None:
+def _ahead(log: Log, topic: str, partition: int, after: int, budget: int) -> Ahead | None:
     """A read-ahead, on a thread: what a fetch from `after` would read, or None."""
     try:
-        return read_chunk(log, topic, partition, after, 1 << 62, budget, True)
+        # The topic's creation time before its records: a topic made again
+        # under the name meanwhile shows as another time when it is used.
+        created = log.topic(topic).created
+        chunk = read_chunk(log, topic, partition, after, 1 << 62, budget, True)
     except TidelogError:  # the fetch that asks for it reads again and answers the error
         return None
+    return None if chunk is None else Ahead(created, chunk)
 
 
-def _read_ahead(session: Session, asked: list[_Partition], max_bytes: int, answered: int) -> None:
-    """Start reading the ranges after the partitions that stopped at their byte limit."""
+def _read_ahead(session: Session, asked: list[_Partition], max_bytes: int) -> None:
+    """Start reading the ranges after the partitions that stopped at their byte
+    limit, within the fetch's own byte limit in all (one more answer's worth)."""
     broker = session.broker
     now = time.monotonic()
-    room = answered
+    room = max_bytes
     for p in asked:
         budget = min(p.max_bytes, max_bytes)
         if p.more and budget <= room:
@@ -185,10 +207,10 @@ def _read_ahead(session: Session, asked: list[_Partition], max_bytes: int, answe
             session.ahead[(p.topic, p.partition, p.last, p.max_bytes)] = (now, future)
 
 
-async def _take_ahead(session: Session, asked: list[_Partition]) -> dict[Any, Chunk | None]:
+async def _take_ahead(session: Session, asked: list[_Partition]) -> dict[Any, Ahead | None]:
     """What was read ahead for this fetch's partitions and positions (the rest is dropped)."""
     ahead, session.ahead = session.ahead, {}
-    ready: dict[Any, Chunk | None] = {}
+    ready: dict[Any, Ahead | None] = {}
     if not ahead:
         return ready
     fresh = time.monotonic() - READ_AHEAD_TTL_S
@@ -224,7 +246,7 @@ async def fetch(session: Session, request: Request) -> dict[str, Any]:
         await broker.hub.wait(keys, seq, left)
         if broker.hub.closed:
             break
-    _read_ahead(session, asked, max_bytes, total)
+    _read_ahead(session, asked, max_bytes)
     topics: dict[str, list[dict[str, Any]]] = {}
     for p in asked:
         topics.setdefault(p.topic, []).append(
