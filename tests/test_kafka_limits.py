@@ -353,3 +353,25 @@ def test_a_read_ahead_is_not_answered_after_its_topic_changed(served):
             log.delete_before("remade", 0, position + 10)
         part = w.call(1, 12, fetch_request("remade", position, 2000)).responses[0].partitions[0]
         assert part.error_code.value == OFFSET_OUT_OF_RANGE and not part.records
+
+
+def test_a_fetch_reads_across_compaction_gaps_text_and_tombstones(served):
+    """Kept records keep their offsets (Kafka's offset n - 1, the gaps as
+    offset deltas), a JSON value goes out as its text and JSON null as a
+    tombstone, within the byte limit counted on the wire."""
+    with tidelog.open(served.target) as log:
+        log.create_topic("gaps", 1, cleanup_policy="compact")
+        producer = log.producer()
+        for i, key in enumerate(["k0", "k1", "k0", "k2", "k0", "k3"]):
+            producer.send("gaps", {"v": i}, key=key, partition=0)
+        producer.send("gaps", None, key="k3", partition=0)  # a tombstone
+        log.clean("gaps")
+        start = log.offsets("gaps")[0].first_offset - 1
+    assert start == 1  # offsets 2 (k1), 4 (k2), 5 (k0) and 7 (k3's tombstone) are kept
+    with wire(served) as w:
+        part = w.call(1, 12, fetch_request("gaps", start, 1 << 20)).responses[0].partitions[0]
+        assert fetched(part) == [(1, b'{"v":1}'), (3, b'{"v":3}'), (4, b'{"v":4}'), (6, None)]
+        # A batch header (61 bytes) and 16 bytes a record: a limit of 93 takes two, one less takes one.
+        for limit, count in ((93, 2), (92, 1)):
+            part = w.call(1, 12, fetch_request("gaps", start, limit)).responses[0].partitions[0]
+            assert len(part.records) == 61 + 16 * count and len(fetched(part)) == count
