@@ -45,7 +45,8 @@ from .codes import error_code
 from .wire import Request
 
 MAX_WAIT_S = 30.0
-FIRST_READ_ROWS = 500  # records the first store read of a partition's fetch asks for
+FIRST_READ_ROWS = 500  # the most the first store read of a partition's fetch asks for
+SMALL_RECORD = 32  # bytes: a guess of a record's least size, for a small budget's first read
 MAX_READ_ROWS = 10_000  # the most one store read asks for
 # How long a read-ahead stays usable: a consumer that keeps up asks again
 # within milliseconds; the bound keeps a topic deleted and made again, or
@@ -105,7 +106,7 @@ def read_chunk(
     """The records after `after` (up to `high`) that fit `budget` bytes, as
     one batch; at least one when `first` (KIP-74). None when there are none."""
     batch = RowBatch(decode_meta)
-    want = FIRST_READ_ROWS
+    want = max(1, min(FIRST_READ_ROWS, budget // SMALL_RECORD))
     more = False
     while after < high:
         rows = read_rows(log.store, topic, partition, after, want)
