@@ -26,16 +26,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from .bounds import MAX_OFFSET
 from .config import check_int, check_name
+from .core import Core
 from .errors import ConfigurationError, InvalidRequest, UnknownPartition, UnknownTopic
 from .records import Message
 from .store.base import AppendBatch, Cleanable, RedrivesRemotely, Replayed
-
-if TYPE_CHECKING:
-    from .log import Log
 
 ORIGIN_TOPIC = "tidelog-origin-topic"
 ORIGIN_PARTITION = "tidelog-origin-partition"
@@ -119,10 +117,10 @@ def dead_letter_of(message: Message) -> DeadLetter:
     )
 
 
-def dead_letters(log: Log, dead_letter: str, after: int = 0, limit: int = 100) -> list[DeadLetter]:
+def dead_letters(core: Core, dead_letter: str, after: int = 0, limit: int = 100) -> list[DeadLetter]:
     """The dead-letter topic's records after an offset, with their origin."""
     check_name("topic", dead_letter)
-    return [dead_letter_of(m) for m in log.read(dead_letter, DEAD_LETTER_PARTITION, after, limit)]
+    return [dead_letter_of(m) for m in core.read(dead_letter, DEAD_LETTER_PARTITION, after, limit)]
 
 
 def _check_offsets(offsets: Sequence[int]) -> list[int]:
@@ -139,10 +137,10 @@ def _check_offsets(offsets: Sequence[int]) -> list[int]:
     return sorted(offsets)
 
 
-def _selected(log: Log, dead_letter: str, offsets: list[int]) -> list[DeadLetter]:
+def _selected(core: Core, dead_letter: str, offsets: list[int]) -> list[DeadLetter]:
     out = []
     for o in offsets:
-        found = log.read(dead_letter, DEAD_LETTER_PARTITION, o - 1, 1)
+        found = core.read(dead_letter, DEAD_LETTER_PARTITION, o - 1, 1)
         if not found or found[0].offset != o:
             raise InvalidRequest(
                 f"{dead_letter!r} holds no record at offset {o} (redriven already, or never written)"
@@ -151,11 +149,11 @@ def _selected(log: Log, dead_letter: str, offsets: list[int]) -> list[DeadLetter
     return out
 
 
-def _every(log: Log, dead_letter: str) -> list[DeadLetter]:
+def _every(core: Core, dead_letter: str) -> list[DeadLetter]:
     out: list[DeadLetter] = []
     after = 0
     while len(out) < MAX_REDRIVE:
-        chunk = dead_letters(log, dead_letter, after, min(1000, MAX_REDRIVE - len(out)))
+        chunk = dead_letters(core, dead_letter, after, min(1000, MAX_REDRIVE - len(out)))
         if not chunk:
             break
         out += chunk
@@ -164,7 +162,7 @@ def _every(log: Log, dead_letter: str) -> list[DeadLetter]:
 
 
 def _pick(
-    log: Log, dead_letter: str, picked: list[int] | None, origin: str | None
+    core: Core, dead_letter: str, picked: list[int] | None, origin: str | None
 ) -> tuple[list[DeadLetter], list[int]]:
     """The dead letters a redrive or purge takes, and the offsets it leaves.
 
@@ -172,8 +170,8 @@ def _pick(
     without them every stamped dead letter (of `origin`) is taken, up to
     MAX_REDRIVE. A topic whose records carry no stamp at all is refused.
     """
-    log.topic(dead_letter)  # UnknownTopic
-    letters = _every(log, dead_letter) if picked is None else _selected(log, dead_letter, picked)
+    core.topic(dead_letter)  # UnknownTopic
+    letters = _every(core, dead_letter) if picked is None else _selected(core, dead_letter, picked)
     chosen, skipped = [], []
     unstamped = 0
     for d in letters:
@@ -200,7 +198,7 @@ def _pick(
             skipped.append(d.offset)
         else:
             chosen.append(d)
-    if not letters and picked is None and any(p.records for p in log.describe(dead_letter).partitions):
+    if not letters and picked is None and any(p.records for p in core.describe(dead_letter).partitions):
         # Dead letters are written to partition 0: records only elsewhere are none.
         raise InvalidRequest(
             f"{dead_letter!r} is not a dead-letter topic: it holds records, none in partition "
@@ -215,7 +213,7 @@ def _pick(
 
 
 def redrive(
-    log: Log,
+    core: Core,
     dead_letter: str,
     offsets: Sequence[int] | None = None,
     *,
@@ -237,19 +235,19 @@ def redrive(
     if not isinstance(dry_run, bool):
         raise InvalidRequest(f"dry_run must be true or false, not {dry_run!r}")
     picked = None if offsets is None else _check_offsets(offsets)
-    store = log.store
+    store = core.store
     if isinstance(store, RedrivesRemotely):  # a server's store (http://): its own core moves them
         remote_moved, remote_skipped = store.redrive(dead_letter, picked, origin, dry_run)
         return Redriven(dead_letter, [Moved(*m) for m in remote_moved], remote_skipped, dry_run)
     if not isinstance(store, Cleanable):
         raise ConfigurationError(f"the {type(store).__name__} store cannot remove dead letters")
-    chosen, skipped = _pick(log, dead_letter, picked, origin)
+    chosen, skipped = _pick(core, dead_letter, picked, origin)
     if not chosen:
         return Redriven(dead_letter, [], skipped, dry_run)
     for d in chosen:  # every origin must still be there before anything moves
         assert d.origin_topic is not None and d.origin_partition is not None
         try:
-            partitions = log.topic(d.origin_topic).partitions
+            partitions = core.topic(d.origin_topic).partitions
         except UnknownTopic:
             raise UnknownTopic(
                 f"the origin topic {d.origin_topic!r} of the dead letter at offset {d.offset} "
@@ -263,7 +261,7 @@ def redrive(
     if dry_run:
         planned = [Moved(d.offset, str(d.origin_topic), int(d.origin_partition or 0), 0) for d in chosen]
         return Redriven(dead_letter, planned, skipped, True)
-    now = log.clock()
+    now = core.clock()
     # One batch per run of dead letters bound for the same partition, in order.
     runs: list[list[DeadLetter]] = []
     for d in chosen:
@@ -293,12 +291,12 @@ def redrive(
     ]
     store.delete_offsets(dead_letter, DEAD_LETTER_PARTITION, [d.offset for d in chosen])
     for b, first in zip(batches, starts, strict=True):
-        log.notifier.notify(b.topic, b.partition, first + len(b.values) - 1)
+        core.notifier.notify(b.topic, b.partition, first + len(b.values) - 1)
     return Redriven(dead_letter, moved, skipped)
 
 
 def purge(
-    log: Log,
+    core: Core,
     dead_letter: str,
     offsets: Sequence[int] | None = None,
     *,
@@ -318,13 +316,13 @@ def purge(
     if not isinstance(dry_run, bool):
         raise InvalidRequest(f"dry_run must be true or false, not {dry_run!r}")
     picked = None if offsets is None else _check_offsets(offsets)
-    store = log.store
+    store = core.store
     if isinstance(store, RedrivesRemotely):  # a server's store (http://): its own core removes them
         removed, remote_skipped = store.purge_dead_letters(dead_letter, picked, origin, dry_run)
         return Purged(dead_letter, removed, remote_skipped, dry_run)
     if not isinstance(store, Cleanable):
         raise ConfigurationError(f"the {type(store).__name__} store cannot remove dead letters")
-    chosen, skipped = _pick(log, dead_letter, picked, origin)
+    chosen, skipped = _pick(core, dead_letter, picked, origin)
     gone = [d.offset for d in chosen]
     if gone and not dry_run:
         store.delete_offsets(dead_letter, DEAD_LETTER_PARTITION, gone)

@@ -21,20 +21,25 @@ import secrets
 import socket
 import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 from .assignors import ASSIGNORS
 from .bounds import MAX_OFFSET
 from .config import check_int, check_name
 from .coordinator import rebalance
-from .errors import GroupError, InvalidRequest, NotAssigned, OffsetOutOfRange, StaleGeneration
+from .core import Core
+from .errors import (
+    GroupError,
+    InvalidRequest,
+    NotAssigned,
+    OffsetOutOfRange,
+    StaleGeneration,
+    UnknownTopic,
+)
 from .notify import long_poll
 from .positions import check_auto_reset, reset_position
 from .records import Message, make_messages
 from .store.base import GroupMember, GroupSync
-
-if TYPE_CHECKING:
-    from .log import Log
 
 TopicPartition = tuple[str, int]
 Callback = Callable[[list[TopicPartition]], Any]
@@ -50,7 +55,7 @@ class GroupConsumer:
 
     def __init__(
         self,
-        log: Log,
+        core: Core,
         group: str,
         topics: Iterable[str],
         *,
@@ -63,7 +68,7 @@ class GroupConsumer:
         auto_reset: str = "earliest",
         member_id: str | None = None,
     ):
-        self.log = log
+        self.core = core
         self.group = check_name("group", group)
         self.topics = sorted(
             {check_name("topic", t) for t in ([topics] if isinstance(topics, str) else topics)}
@@ -102,9 +107,9 @@ class GroupConsumer:
         self._closed = False
         self._stop = threading.Event()
         for topic in self.topics:
-            log.catalog.shape(topic, create=True)
-        sync = log.store.group_join(
-            self.group, self.member_id, self.topics, self.session_ms, assignor, log.clock(), self._rebalance
+            core.catalog.shape(topic, create=True)
+        sync = core.store.group_join(
+            self.group, self.member_id, self.topics, self.session_ms, assignor, core.clock(), self._rebalance
         )
         self._apply(sync)
         interval = session_timeout / 3 if heartbeat_interval is None else heartbeat_interval
@@ -129,9 +134,9 @@ class GroupConsumer:
             for tp in gone:  # lost without a release: our session had expired
                 self._position.pop(tp, None)
             for tp in added:
-                committed = self.log.store.committed(self.group, *tp)
+                committed = self.core.store.committed(self.group, *tp)
                 if committed == 0 and self.start == "latest":
-                    committed = self.log.store.partitions(tp[0])[tp[1]].last_offset
+                    committed = self.core.store.partitions(tp[0])[tp[1]].last_offset
                 self._position[tp] = committed
                 self._committed[tp] = committed
             self._owned = list(sync.owned)
@@ -148,8 +153,8 @@ class GroupConsumer:
         with self._membership:
             if self._closed:
                 return
-            sync = self.log.store.group_heartbeat(
-                self.group, self.member_id, self.log.clock(), self._rebalance
+            sync = self.core.store.group_heartbeat(
+                self.group, self.member_id, self.core.clock(), self._rebalance
             )
             self._apply(sync)
 
@@ -161,13 +166,13 @@ class GroupConsumer:
                 # Our session expired (a long pause): join again as new.
                 try:
                     with self._membership:
-                        sync = self.log.store.group_join(
+                        sync = self.core.store.group_join(
                             self.group,
                             self.member_id,
                             self.topics,
                             self.session_ms,
                             self.assignor,
-                            self.log.clock(),
+                            self.core.clock(),
                             self._rebalance,
                         )
                         self._apply(sync)
@@ -207,8 +212,8 @@ class GroupConsumer:
                 # member set changed again meanwhile) is newly assigned, with a
                 # position from the committed offset and its on_assign.
                 self._owned = [tp for tp in self._owned if tp not in held]
-            sync = self.log.store.group_release(
-                self.group, self.member_id, held, self.log.clock(), self._rebalance
+            sync = self.core.store.group_release(
+                self.group, self.member_id, held, self.core.clock(), self._rebalance
             )
             self._apply(sync)
 
@@ -233,7 +238,7 @@ class GroupConsumer:
             raise InvalidRequest(f"max_messages must be a positive integer, got {max_messages!r}")
         if self._closed:
             raise GroupError("this consumer is closed")
-        notifier = self.log.notifier
+        notifier = self.core.notifier
 
         def read() -> list[Message]:
             self._release_revoked()
@@ -260,10 +265,10 @@ class GroupConsumer:
             if after is None:
                 continue
             try:
-                rows = self.log.store.read(tp[0], tp[1], after, left)
+                rows = self.core.store.read(tp[0], tp[1], after, left)
             except OffsetOutOfRange as e:
-                after = reset_position(self.log.store, tp[0], tp[1], e, self.auto_reset)
-                rows = self.log.store.read(tp[0], tp[1], after, left)
+                after = reset_position(self.core.store, tp[0], tp[1], e, self.auto_reset)
+                rows = self.core.store.read(tp[0], tp[1], after, left)
                 with self._lock:
                     if tp in self._position and not rows:
                         self._position[tp] = after
@@ -289,7 +294,7 @@ class GroupConsumer:
             self._commit_one(tp, pos)
 
     def _commit_one(self, tp: TopicPartition, offset: int) -> None:
-        self.log.store.group_commit(self.group, self.member_id, self.generation, tp[0], tp[1], offset)
+        self.core.store.group_commit(self.group, self.member_id, self.generation, tp[0], tp[1], offset)
         with self._lock:
             if offset > self._committed.get(tp, 0):
                 self._committed[tp] = offset
@@ -309,7 +314,7 @@ class GroupConsumer:
                 self.on_revoke(held)
         finally:
             self._closed = True
-            self.log.store.group_leave(self.group, self.member_id, self.log.clock(), self._rebalance)
+            self.core.store.group_leave(self.group, self.member_id, self.core.clock(), self._rebalance)
             with self._lock:
                 self._owned, self._position = [], {}
 
@@ -320,16 +325,46 @@ class GroupConsumer:
         self.close()
 
 
+class GroupLag(NamedTuple):
+    """A stream group's progress on one partition: committed offset, end offset, lag."""
+
+    group: str
+    topic: str
+    partition: int
+    committed: int
+    last_offset: int
+    lag: int
+
+
+def describe_group(core: Core, group: str, topics: Iterable[str] | None = None) -> list[GroupLag]:
+    """`Log.describe_group`: committed offset, end offset and lag per
+    partition of the topics `group` committed on, plus `topics`."""
+    check_name("group", group)
+    committed = {(o.topic, o.partition): o.committed for o in core.store.group_offsets(group)}
+    names = sorted({t for t, _ in committed} | set(topics or ()))
+    out = []
+    for name in names:
+        check_name("topic", name)
+        try:
+            parts = core.store.partitions(name)
+        except UnknownTopic:
+            continue
+        for p in parts:
+            done = committed.get((name, p.partition), 0)
+            out.append(GroupLag(group, name, p.partition, done, p.last_offset, max(0, p.last_offset - done)))
+    return out
+
+
 class Group:
     """A view of a stream group: members, generation, assignment, lag."""
 
-    def __init__(self, log: Log, name: str):
-        self.log = log
+    def __init__(self, core: Core, name: str):
+        self.core = core
         self.name = check_name("group", name)
 
     def members(self) -> list[GroupMember]:
         """The group's live members and the partitions each holds."""
-        return self.log.store.group_members(self.name)
+        return self.core.store.group_members(self.name)
 
     def commit(self, member: str, generation: int, topic: str, partition: int, offset: int) -> None:
         """A fenced commit on behalf of `member` at `generation` (a remote
@@ -339,7 +374,7 @@ class Group:
         check_int("generation", generation, 0, MAX_OFFSET)
         check_int("partition", partition, 0)
         check_int("offset", offset, 0, MAX_OFFSET)
-        self.log.store.group_commit(self.name, member, generation, topic, partition, offset)
+        self.core.store.group_commit(self.name, member, generation, topic, partition, offset)
 
     def describe(self) -> dict[str, Any]:
         """The group's generation, members and assignment."""
@@ -362,9 +397,9 @@ class Group:
                     "last_offset": lag.last_offset,
                     "lag": lag.lag,
                 }
-                for lag in self.log.describe_group(self.name, topics)
+                for lag in describe_group(self.core, self.name, topics)
             ],
         }
 
 
-__all__ = ["Group", "GroupConsumer", "NotAssigned", "StaleGeneration"]
+__all__ = ["Group", "GroupConsumer", "GroupLag", "NotAssigned", "StaleGeneration", "describe_group"]

@@ -22,7 +22,9 @@ from __future__ import annotations
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .core import Core
 from .errors import ConfigurationError, InvalidRequest
+from .producer import Producer
 from .queues import queue_headers
 from .records import BatchSent, Prepared, Sent
 from .store.base import AppendBatch, Transactional
@@ -30,22 +32,20 @@ from .store.base import AppendBatch, Transactional
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
-    from .log import Log
-
 
 class Transaction:
     """Sends that commit with the application's own transaction on `conn`.
 
     Use it once, as a context manager (`Log.transaction`)."""
 
-    def __init__(self, log: Log, conn: Any):
-        if not isinstance(log.store, Transactional):
+    def __init__(self, core: Core, conn: Any):
+        if not isinstance(core.store, Transactional):
             raise ConfigurationError(
                 "this store cannot send inside an application's transaction: use the SQLite or "
                 "PostgreSQL store (an http:// log has no connection to share)"
             )
-        self.log = log
-        self.store: Transactional = log.store
+        self.core = core
+        self.store: Transactional = core.store
         self.conn = conn
         self._state = "new"
         self._block: AbstractContextManager[None] | None = None
@@ -68,7 +68,7 @@ class Transaction:
         if kind is None:
             # Committed (or handed to the caller's own commit): wake this process's waiters.
             for s in self._sent:
-                self.log.notifier.notify(s.topic, s.partition, s.last_offset)
+                self.core.notifier.notify(s.topic, s.partition, s.last_offset)
         return swallowed
 
     def _check_open(self) -> None:
@@ -108,10 +108,10 @@ class Transaction:
     ) -> BatchSent:
         """Append records in the transaction, with consecutive offsets."""
         self._check_open()
-        now = self.log.clock()
+        now = self.core.clock()
         headers = queue_headers(headers, now, delay=delay, priority=priority)
-        self.log.catalog.shape(topic)  # UnknownTopic now: see the module's docstring
-        prepared: Prepared = self.log.producer().prepare(
+        self.core.catalog.shape(topic)  # UnknownTopic now: see the module's docstring
+        prepared: Prepared = Producer(self.core).prepare(
             topic, values, key=key, partition=partition, headers=headers
         )
         batch = AppendBatch(prepared.topic, prepared.partition, now, prepared.values, prepared.metas)

@@ -23,15 +23,13 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .config import TopicConfig
+from .core import Core
 from .errors import ConfigurationError, TidelogError, UnknownTopic
 from .records import decode_meta
 from .store.base import Cleanable, Reclaimable
-
-if TYPE_CHECKING:
-    from .log import Log
 
 DEFAULT_CHUNK = 2000
 DEFAULT_TXN_WINDOW_MS = 7 * 86_400_000  # how long an idempotent write's id is remembered
@@ -56,7 +54,7 @@ class CleanReport:
 
 
 def clean(
-    log: Log,
+    core: Core,
     topic: str | None = None,
     *,
     chunk: int = DEFAULT_CHUNK,
@@ -68,22 +66,22 @@ def clean(
     `txn_window_ms` (None: keep them all).
     """
     if topic is None and txn_window_ms is not None:
-        prune_txns(log, txn_window_ms, chunk=chunk)
-    names = [topic] if topic is not None else [t.name for t in log.topics()]
+        prune_txns(core, txn_window_ms, chunk=chunk)
+    names = [topic] if topic is not None else [t.name for t in core.topics()]
     reports = []
     for name in names:
         try:
-            reports.append(clean_topic(log, name, chunk=chunk))
+            reports.append(clean_topic(core, name, chunk=chunk))
         except UnknownTopic:
             if topic is not None:
                 raise  # deleted meanwhile: only an error when asked for by name
     return reports
 
 
-def prune_txns(log: Log, window_ms: int, *, chunk: int = DEFAULT_CHUNK) -> int:
+def prune_txns(core: Core, window_ms: int, *, chunk: int = DEFAULT_CHUNK) -> int:
     """Forget idempotent-write ids recorded more than `window_ms` ago, `chunk`
     at a time (each its own short transaction); returns how many went."""
-    store = log.store
+    store = core.store
     if not isinstance(store, Cleanable):
         raise ConfigurationError(f"the {type(store).__name__} store cannot clean")
     pruned = 0
@@ -94,14 +92,14 @@ def prune_txns(log: Log, window_ms: int, *, chunk: int = DEFAULT_CHUNK) -> int:
             return pruned
 
 
-def clean_topic(log: Log, name: str, *, chunk: int = DEFAULT_CHUNK) -> CleanReport:
+def clean_topic(core: Core, name: str, *, chunk: int = DEFAULT_CHUNK) -> CleanReport:
     """Apply a topic's retention and compaction now."""
     started = time.perf_counter()
-    info = log.topic(name)
+    info = core.topic(name)
     cfg = TopicConfig.normalize({}, info.config)
-    now = log.clock()
+    now = core.clock()
     report = CleanReport(name, now)
-    store = log.store
+    store = core.store
     if not isinstance(store, Cleanable):
         raise ConfigurationError(f"the {type(store).__name__} store cannot clean")
     keyed = 0
@@ -219,13 +217,13 @@ class Cleaner:
 
     def __init__(
         self,
-        log: Log,
+        core: Core,
         interval: float = 60.0,
         *,
         chunk: int = DEFAULT_CHUNK,
         txn_window_ms: int | None = DEFAULT_TXN_WINDOW_MS,
     ):
-        self.log = log
+        self.core = core
         self.interval = interval
         self.chunk = chunk
         self.txn_window_ms = txn_window_ms
@@ -242,7 +240,7 @@ class Cleaner:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                self.last = clean(self.log, chunk=self.chunk, txn_window_ms=self.txn_window_ms)
+                self.last = clean(self.core, chunk=self.chunk, txn_window_ms=self.txn_window_ms)
             except TidelogError:
                 pass  # try again next round; a topic may have gone meanwhile
 
