@@ -6,6 +6,11 @@ catalog, the clock, the wake-ups, the write path and the plain reads.
 consumers and groups, queue groups, outbox transactions) and the calls of an
 administrator (partitions, settings, cleaning, listings). The subsystems
 take a Core, never a Log, so none of them imports this module.
+
+A Log is a Core (a subclass) rather than a wrapper around one: the public
+calls that take a Core (`redrive(log, ...)`, `Cleaner(log, ...)`,
+`Queue(log, ...)`) take a Log as they always did, and `log.store` is the
+Core's own attribute, with no extra hop on the hot path.
 """
 
 from __future__ import annotations
