@@ -12,7 +12,7 @@ SERVE_STAMP := $(VENV)/.installed-server
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,server,client,spark,postgres,resp,docs]'
+	$(PY) -m pip install --quiet -e '.[dev,server,client,spark,postgres,resp,docs,jobs]'
 	touch $(STAMP)
 
 # What serving needs, no more: tidelog with its server extra (HTTP, Redis and Kafka fronts, the command).

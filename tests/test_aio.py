@@ -156,6 +156,7 @@ NO_IO = {
     "assignment",
     "revoking",
     "job",
+    "periodic",  # registers a schedule, as job does
     "stop",
     "on",  # the same runner on another log: builds a handle, no I/O
     "retry_delay",

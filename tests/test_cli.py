@@ -805,7 +805,7 @@ def test_help_says_what_each_option_means_and_cuts_no_summary(run):
         assert commands and "..." not in commands, (args, commands)
     serve_help = " ".join(run("serve", "--help").stdout.split())
     assert "--port INTEGER RANGE The HTTP port" in serve_help
-    assert "0 (the default) picks: one a core" in serve_help
+    assert "0 (the default) picks: one a core on PostgreSQL; one on SQLite" in serve_help
 
 
 JOBS_MODULE = """

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -16,6 +17,7 @@ from dumps import dump
 from pgschema import postgres_schema
 from tidelog.server.http.console.figures import overview
 from tidelog.server.http.console.history import History
+from tidelog.server.http.console.text import when
 from tidelog.server.http.sessions import LoginThrottle, Sessions
 
 
@@ -279,3 +281,25 @@ def test_the_login_throttle_refills_and_forgets_the_least_recent_address():
     throttle.failed("10.0.0.3")
     assert len(throttle) == 3  # bounded: 10.0.0.1, the least recent, was forgotten
     assert throttle.wait("10.0.0.1") == 0
+
+
+def test_a_job_queues_page_lists_its_periodic_jobs_with_last_and_next_tick(server):
+    # A runner on the server's own log (through the http:// store, with the token).
+    url = server.url.replace("http://", "http://:t0k@")
+    with tidelog.open(url) as log:
+        jobs = tidelog.Jobs(log, queue="cron")
+        jobs.periodic("* * * * * *", name="every_second", tz="Europe/Paris")(lambda tick: None)
+        jobs.periodic("0 3 * * *", name="nightly", missed="catch_up")(lambda tick: None)
+        jobs.tick()  # the scheduler starts: nothing due yet, the ticks topic is made
+        deadline = time.monotonic() + 10
+        while not jobs.tick():  # the next second's tick
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        [last] = [s.last_tick for s in jobs.schedules() if s.name == "every_second"]
+    with logged_in(server) as browser:
+        page = browser.get("/console/queues/cron/cron").text
+    section = page[page.index('id="schedules-h"') :]
+    assert "every_second" in section and "<code>* * * * * *</code>" in section and "Europe/Paris" in section
+    assert when(last) in section  # its last tick, read from the log
+    # The page knows a schedule by its ticks in the log: one that never ticked is not there yet.
+    assert "nightly" not in section

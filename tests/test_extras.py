@@ -34,3 +34,10 @@ def test_the_server_extra_runs_tidelog_serve_with_both_fronts():
 def test_the_worker_extra_leaves_spark_to_the_spark_extra():
     assert not {"pyspark", "pyarrow"} & closure("worker")
     assert {"pyspark", "pyarrow"} <= closure("spark")
+
+
+def test_periodic_jobs_run_wherever_tidelog_jobs_run_does():
+    # `tidelog jobs run` comes with the server extra; its schedules need cronsim.
+    assert "cronsim" in closure("jobs")
+    assert "cronsim" in closure("server")
+    assert "cronsim" in closure("dev")

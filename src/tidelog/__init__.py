@@ -23,11 +23,15 @@ from .errors import (
     InvalidRequest,
     InvalidStreamId,
     InvalidValue,
+    JobCancelled,
+    JobConflict,
+    JobFailed,
     LeaseLost,
     MessageTooLarge,
     NotAssigned,
     NotFound,
     OffsetOutOfRange,
+    ResultTimeout,
     StaleGeneration,
     StoreError,
     StoreFull,
@@ -35,13 +39,14 @@ from .errors import (
     TidelogError,
     TopicConflict,
     UnknownGroup,
+    UnknownJob,
     UnknownPartition,
     UnknownTopic,
     WrongEventLoop,
     WrongType,
 )
 from .groups import Group, GroupConsumer
-from .jobs import Jobs
+from .jobs import JobRef, Jobs
 from .log import Consumer, GroupLag, Log, Producer
 from .queues import Delivery, Queue
 from .records import BatchSent, Message, NewRecord, Prepared, Sent
@@ -99,6 +104,10 @@ __all__ = [
     "InvalidRequest",
     "InvalidStreamId",
     "InvalidValue",
+    "JobCancelled",
+    "JobConflict",
+    "JobFailed",
+    "JobRef",
     "Jobs",
     "LeaseLost",
     "Log",
@@ -113,6 +122,7 @@ __all__ = [
     "Producer",
     "Queue",
     "Redriven",
+    "ResultTimeout",
     "Sent",
     "StaleGeneration",
     "StoreError",
@@ -123,6 +133,7 @@ __all__ = [
     "TopicDescription",
     "TopicInfo",
     "UnknownGroup",
+    "UnknownJob",
     "UnknownPartition",
     "UnknownTopic",
     "WrongEventLoop",

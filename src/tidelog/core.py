@@ -3,9 +3,11 @@
 Queues, stream groups, retention, dead letters and the outbox all need the
 same few things: the store, the topic catalog, the clock, the wake-ups, the
 write path (a batch committed in one transaction, a missing topic made by
-the auto-create policy) and a few plain reads. They take a `Core`, so none
-of them imports `log.py`; `Log` is a Core with the handles (producers,
-consumers, groups, queues, transactions) and the administration on top.
+the auto-create policy) and a few plain reads. They take a `Core` (still
+named `log` there, as in their public signatures: the Core they are given
+is usually a Log), so none of them imports `log.py`; `Log` is a Core with
+the handles (producers, consumers, groups, queues, transactions) and the
+administration on top.
 
 The core holds the semantics and no SQL: it validates input at the edge,
 chooses partitions, encodes payloads and turns store rows into Messages.

@@ -117,10 +117,10 @@ def dead_letter_of(message: Message) -> DeadLetter:
     )
 
 
-def dead_letters(core: Core, dead_letter: str, after: int = 0, limit: int = 100) -> list[DeadLetter]:
+def dead_letters(log: Core, dead_letter: str, after: int = 0, limit: int = 100) -> list[DeadLetter]:
     """The dead-letter topic's records after an offset, with their origin."""
     check_name("topic", dead_letter)
-    return [dead_letter_of(m) for m in core.read(dead_letter, DEAD_LETTER_PARTITION, after, limit)]
+    return [dead_letter_of(m) for m in log.read(dead_letter, DEAD_LETTER_PARTITION, after, limit)]
 
 
 def _check_offsets(offsets: Sequence[int]) -> list[int]:
@@ -137,10 +137,10 @@ def _check_offsets(offsets: Sequence[int]) -> list[int]:
     return sorted(offsets)
 
 
-def _selected(core: Core, dead_letter: str, offsets: list[int]) -> list[DeadLetter]:
+def _selected(log: Core, dead_letter: str, offsets: list[int]) -> list[DeadLetter]:
     out = []
     for o in offsets:
-        found = core.read(dead_letter, DEAD_LETTER_PARTITION, o - 1, 1)
+        found = log.read(dead_letter, DEAD_LETTER_PARTITION, o - 1, 1)
         if not found or found[0].offset != o:
             raise InvalidRequest(
                 f"{dead_letter!r} holds no record at offset {o} (redriven already, or never written)"
@@ -149,11 +149,11 @@ def _selected(core: Core, dead_letter: str, offsets: list[int]) -> list[DeadLett
     return out
 
 
-def _every(core: Core, dead_letter: str) -> list[DeadLetter]:
+def _every(log: Core, dead_letter: str) -> list[DeadLetter]:
     out: list[DeadLetter] = []
     after = 0
     while len(out) < MAX_REDRIVE:
-        chunk = dead_letters(core, dead_letter, after, min(1000, MAX_REDRIVE - len(out)))
+        chunk = dead_letters(log, dead_letter, after, min(1000, MAX_REDRIVE - len(out)))
         if not chunk:
             break
         out += chunk
@@ -162,7 +162,7 @@ def _every(core: Core, dead_letter: str) -> list[DeadLetter]:
 
 
 def _pick(
-    core: Core, dead_letter: str, picked: list[int] | None, origin: str | None
+    log: Core, dead_letter: str, picked: list[int] | None, origin: str | None
 ) -> tuple[list[DeadLetter], list[int]]:
     """The dead letters a redrive or purge takes, and the offsets it leaves.
 
@@ -170,8 +170,8 @@ def _pick(
     without them every stamped dead letter (of `origin`) is taken, up to
     MAX_REDRIVE. A topic whose records carry no stamp at all is refused.
     """
-    core.topic(dead_letter)  # UnknownTopic
-    letters = _every(core, dead_letter) if picked is None else _selected(core, dead_letter, picked)
+    log.topic(dead_letter)  # UnknownTopic
+    letters = _every(log, dead_letter) if picked is None else _selected(log, dead_letter, picked)
     chosen, skipped = [], []
     unstamped = 0
     for d in letters:
@@ -198,7 +198,7 @@ def _pick(
             skipped.append(d.offset)
         else:
             chosen.append(d)
-    if not letters and picked is None and any(p.records for p in core.describe(dead_letter).partitions):
+    if not letters and picked is None and any(p.records for p in log.describe(dead_letter).partitions):
         # Dead letters are written to partition 0: records only elsewhere are none.
         raise InvalidRequest(
             f"{dead_letter!r} is not a dead-letter topic: it holds records, none in partition "
@@ -213,7 +213,7 @@ def _pick(
 
 
 def redrive(
-    core: Core,
+    log: Core,
     dead_letter: str,
     offsets: Sequence[int] | None = None,
     *,
@@ -235,19 +235,19 @@ def redrive(
     if not isinstance(dry_run, bool):
         raise InvalidRequest(f"dry_run must be true or false, not {dry_run!r}")
     picked = None if offsets is None else _check_offsets(offsets)
-    store = core.store
+    store = log.store
     if isinstance(store, RedrivesRemotely):  # a server's store (http://): its own core moves them
         remote_moved, remote_skipped = store.redrive(dead_letter, picked, origin, dry_run)
         return Redriven(dead_letter, [Moved(*m) for m in remote_moved], remote_skipped, dry_run)
     if not isinstance(store, Cleanable):
         raise ConfigurationError(f"the {type(store).__name__} store cannot remove dead letters")
-    chosen, skipped = _pick(core, dead_letter, picked, origin)
+    chosen, skipped = _pick(log, dead_letter, picked, origin)
     if not chosen:
         return Redriven(dead_letter, [], skipped, dry_run)
     for d in chosen:  # every origin must still be there before anything moves
         assert d.origin_topic is not None and d.origin_partition is not None
         try:
-            partitions = core.topic(d.origin_topic).partitions
+            partitions = log.topic(d.origin_topic).partitions
         except UnknownTopic:
             raise UnknownTopic(
                 f"the origin topic {d.origin_topic!r} of the dead letter at offset {d.offset} "
@@ -261,7 +261,7 @@ def redrive(
     if dry_run:
         planned = [Moved(d.offset, str(d.origin_topic), int(d.origin_partition or 0), 0) for d in chosen]
         return Redriven(dead_letter, planned, skipped, True)
-    now = core.clock()
+    now = log.clock()
     # One batch per run of dead letters bound for the same partition, in order.
     runs: list[list[DeadLetter]] = []
     for d in chosen:
@@ -291,12 +291,12 @@ def redrive(
     ]
     store.delete_offsets(dead_letter, DEAD_LETTER_PARTITION, [d.offset for d in chosen])
     for b, first in zip(batches, starts, strict=True):
-        core.notifier.notify(b.topic, b.partition, first + len(b.values) - 1)
+        log.notifier.notify(b.topic, b.partition, first + len(b.values) - 1)
     return Redriven(dead_letter, moved, skipped)
 
 
 def purge(
-    core: Core,
+    log: Core,
     dead_letter: str,
     offsets: Sequence[int] | None = None,
     *,
@@ -316,13 +316,13 @@ def purge(
     if not isinstance(dry_run, bool):
         raise InvalidRequest(f"dry_run must be true or false, not {dry_run!r}")
     picked = None if offsets is None else _check_offsets(offsets)
-    store = core.store
+    store = log.store
     if isinstance(store, RedrivesRemotely):  # a server's store (http://): its own core removes them
         removed, remote_skipped = store.purge_dead_letters(dead_letter, picked, origin, dry_run)
         return Purged(dead_letter, removed, remote_skipped, dry_run)
     if not isinstance(store, Cleanable):
         raise ConfigurationError(f"the {type(store).__name__} store cannot remove dead letters")
-    chosen, skipped = _pick(core, dead_letter, picked, origin)
+    chosen, skipped = _pick(log, dead_letter, picked, origin)
     gone = [d.offset for d in chosen]
     if gone and not dry_run:
         store.delete_offsets(dead_letter, DEAD_LETTER_PARTITION, gone)

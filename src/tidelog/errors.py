@@ -99,6 +99,12 @@ class UnknownGroup(NotFound):
     code = "unknown_group"
 
 
+class UnknownJob(NotFound):
+    """No job of that id in the queue, or its result is no longer kept."""
+
+    code = "unknown_job"
+
+
 class Conflict(TidelogError):
     """The request contradicts what is already stored."""
 
@@ -133,6 +139,39 @@ class GroupActive(Conflict):
     """A change that needs a stream group without live members (an offset reset) while it has some."""
 
     code = "group_active"
+
+
+class JobConflict(Conflict):
+    """A cancel of a job that runs or has finished (only a waiting or delayed job can be cancelled)."""
+
+    code = "job_conflict"
+
+
+class JobFailed(TidelogError):
+    """`result()` of a job that will never give one: dead-lettered after its
+    last failure (`error` says what the handler raised) or cancelled."""
+
+    code = "job_failed"
+
+    def __init__(self, message: str, status: str = "dead-lettered", error: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.error = error
+
+
+class JobCancelled(JobFailed):
+    """`result()` of a job that was cancelled before it ran."""
+
+    code = "job_cancelled"
+
+    def __init__(self, message: str, status: str = "cancelled", error: str | None = None):
+        super().__init__(message, status, error)
+
+
+class ResultTimeout(TidelogError):
+    """`result(timeout=...)` ran out before the job finished; it may still run."""
+
+    code = "result_timeout"
 
 
 class OffsetOutOfRange(InvalidRequest):

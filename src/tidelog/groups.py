@@ -55,7 +55,7 @@ class GroupConsumer:
 
     def __init__(
         self,
-        core: Core,
+        log: Core,
         group: str,
         topics: Iterable[str],
         *,
@@ -68,7 +68,7 @@ class GroupConsumer:
         auto_reset: str = "earliest",
         member_id: str | None = None,
     ):
-        self.core = core
+        self.log = log
         self.group = check_name("group", group)
         self.topics = sorted(
             {check_name("topic", t) for t in ([topics] if isinstance(topics, str) else topics)}
@@ -107,9 +107,9 @@ class GroupConsumer:
         self._closed = False
         self._stop = threading.Event()
         for topic in self.topics:
-            core.catalog.shape(topic, create=True)
-        sync = core.store.group_join(
-            self.group, self.member_id, self.topics, self.session_ms, assignor, core.clock(), self._rebalance
+            log.catalog.shape(topic, create=True)
+        sync = log.store.group_join(
+            self.group, self.member_id, self.topics, self.session_ms, assignor, log.clock(), self._rebalance
         )
         self._apply(sync)
         interval = session_timeout / 3 if heartbeat_interval is None else heartbeat_interval
@@ -134,9 +134,9 @@ class GroupConsumer:
             for tp in gone:  # lost without a release: our session had expired
                 self._position.pop(tp, None)
             for tp in added:
-                committed = self.core.store.committed(self.group, *tp)
+                committed = self.log.store.committed(self.group, *tp)
                 if committed == 0 and self.start == "latest":
-                    committed = self.core.store.partitions(tp[0])[tp[1]].last_offset
+                    committed = self.log.store.partitions(tp[0])[tp[1]].last_offset
                 self._position[tp] = committed
                 self._committed[tp] = committed
             self._owned = list(sync.owned)
@@ -153,8 +153,8 @@ class GroupConsumer:
         with self._membership:
             if self._closed:
                 return
-            sync = self.core.store.group_heartbeat(
-                self.group, self.member_id, self.core.clock(), self._rebalance
+            sync = self.log.store.group_heartbeat(
+                self.group, self.member_id, self.log.clock(), self._rebalance
             )
             self._apply(sync)
 
@@ -166,13 +166,13 @@ class GroupConsumer:
                 # Our session expired (a long pause): join again as new.
                 try:
                     with self._membership:
-                        sync = self.core.store.group_join(
+                        sync = self.log.store.group_join(
                             self.group,
                             self.member_id,
                             self.topics,
                             self.session_ms,
                             self.assignor,
-                            self.core.clock(),
+                            self.log.clock(),
                             self._rebalance,
                         )
                         self._apply(sync)
@@ -212,8 +212,8 @@ class GroupConsumer:
                 # member set changed again meanwhile) is newly assigned, with a
                 # position from the committed offset and its on_assign.
                 self._owned = [tp for tp in self._owned if tp not in held]
-            sync = self.core.store.group_release(
-                self.group, self.member_id, held, self.core.clock(), self._rebalance
+            sync = self.log.store.group_release(
+                self.group, self.member_id, held, self.log.clock(), self._rebalance
             )
             self._apply(sync)
 
@@ -238,7 +238,7 @@ class GroupConsumer:
             raise InvalidRequest(f"max_messages must be a positive integer, got {max_messages!r}")
         if self._closed:
             raise GroupError("this consumer is closed")
-        notifier = self.core.notifier
+        notifier = self.log.notifier
 
         def read() -> list[Message]:
             self._release_revoked()
@@ -265,10 +265,10 @@ class GroupConsumer:
             if after is None:
                 continue
             try:
-                rows = self.core.store.read(tp[0], tp[1], after, left)
+                rows = self.log.store.read(tp[0], tp[1], after, left)
             except OffsetOutOfRange as e:
-                after = reset_position(self.core.store, tp[0], tp[1], e, self.auto_reset)
-                rows = self.core.store.read(tp[0], tp[1], after, left)
+                after = reset_position(self.log.store, tp[0], tp[1], e, self.auto_reset)
+                rows = self.log.store.read(tp[0], tp[1], after, left)
                 with self._lock:
                     if tp in self._position and not rows:
                         self._position[tp] = after
@@ -294,7 +294,7 @@ class GroupConsumer:
             self._commit_one(tp, pos)
 
     def _commit_one(self, tp: TopicPartition, offset: int) -> None:
-        self.core.store.group_commit(self.group, self.member_id, self.generation, tp[0], tp[1], offset)
+        self.log.store.group_commit(self.group, self.member_id, self.generation, tp[0], tp[1], offset)
         with self._lock:
             if offset > self._committed.get(tp, 0):
                 self._committed[tp] = offset
@@ -314,7 +314,7 @@ class GroupConsumer:
                 self.on_revoke(held)
         finally:
             self._closed = True
-            self.core.store.group_leave(self.group, self.member_id, self.core.clock(), self._rebalance)
+            self.log.store.group_leave(self.group, self.member_id, self.log.clock(), self._rebalance)
             with self._lock:
                 self._owned, self._position = [], {}
 
@@ -336,17 +336,17 @@ class GroupLag(NamedTuple):
     lag: int
 
 
-def describe_group(core: Core, group: str, topics: Iterable[str] | None = None) -> list[GroupLag]:
+def describe_group(log: Core, group: str, topics: Iterable[str] | None = None) -> list[GroupLag]:
     """`Log.describe_group`: committed offset, end offset and lag per
     partition of the topics `group` committed on, plus `topics`."""
     check_name("group", group)
-    committed = {(o.topic, o.partition): o.committed for o in core.store.group_offsets(group)}
+    committed = {(o.topic, o.partition): o.committed for o in log.store.group_offsets(group)}
     names = sorted({t for t, _ in committed} | set(topics or ()))
     out = []
     for name in names:
         check_name("topic", name)
         try:
-            parts = core.store.partitions(name)
+            parts = log.store.partitions(name)
         except UnknownTopic:
             continue
         for p in parts:
@@ -358,13 +358,13 @@ def describe_group(core: Core, group: str, topics: Iterable[str] | None = None) 
 class Group:
     """A view of a stream group: members, generation, assignment, lag."""
 
-    def __init__(self, core: Core, name: str):
-        self.core = core
+    def __init__(self, log: Core, name: str):
+        self.log = log
         self.name = check_name("group", name)
 
     def members(self) -> list[GroupMember]:
         """The group's live members and the partitions each holds."""
-        return self.core.store.group_members(self.name)
+        return self.log.store.group_members(self.name)
 
     def commit(self, member: str, generation: int, topic: str, partition: int, offset: int) -> None:
         """A fenced commit on behalf of `member` at `generation` (a remote
@@ -374,7 +374,7 @@ class Group:
         check_int("generation", generation, 0, MAX_OFFSET)
         check_int("partition", partition, 0)
         check_int("offset", offset, 0, MAX_OFFSET)
-        self.core.store.group_commit(self.name, member, generation, topic, partition, offset)
+        self.log.store.group_commit(self.name, member, generation, topic, partition, offset)
 
     def describe(self) -> dict[str, Any]:
         """The group's generation, members and assignment."""
@@ -397,7 +397,7 @@ class Group:
                     "last_offset": lag.last_offset,
                     "lag": lag.lag,
                 }
-                for lag in describe_group(self.core, self.name, topics)
+                for lag in describe_group(self.log, self.name, topics)
             ],
         }
 

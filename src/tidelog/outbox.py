@@ -38,14 +38,14 @@ class Transaction:
 
     Use it once, as a context manager (`Log.transaction`)."""
 
-    def __init__(self, core: Core, conn: Any):
-        if not isinstance(core.store, Transactional):
+    def __init__(self, log: Core, conn: Any):
+        if not isinstance(log.store, Transactional):
             raise ConfigurationError(
                 "this store cannot send inside an application's transaction: use the SQLite or "
                 "PostgreSQL store (an http:// log has no connection to share)"
             )
-        self.core = core
-        self.store: Transactional = core.store
+        self.log = log
+        self.store: Transactional = log.store
         self.conn = conn
         self._state = "new"
         self._block: AbstractContextManager[None] | None = None
@@ -68,7 +68,7 @@ class Transaction:
         if kind is None:
             # Committed (or handed to the caller's own commit): wake this process's waiters.
             for s in self._sent:
-                self.core.notifier.notify(s.topic, s.partition, s.last_offset)
+                self.log.notifier.notify(s.topic, s.partition, s.last_offset)
         return swallowed
 
     def _check_open(self) -> None:
@@ -108,10 +108,10 @@ class Transaction:
     ) -> BatchSent:
         """Append records in the transaction, with consecutive offsets."""
         self._check_open()
-        now = self.core.clock()
+        now = self.log.clock()
         headers = queue_headers(headers, now, delay=delay, priority=priority)
-        self.core.catalog.shape(topic)  # UnknownTopic now: see the module's docstring
-        prepared: Prepared = Producer(self.core).prepare(
+        self.log.catalog.shape(topic)  # UnknownTopic now: see the module's docstring
+        prepared: Prepared = Producer(self.log).prepare(
             topic, values, key=key, partition=partition, headers=headers
         )
         batch = AppendBatch(prepared.topic, prepared.partition, now, prepared.values, prepared.metas)

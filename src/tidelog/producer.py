@@ -32,10 +32,10 @@ MAX_BATCH = 100_000
 class Producer:
     """Sends records; `id` names the producer (see `exclude_producer`)."""
 
-    def __init__(self, core: Core, id: str | None = None):
+    def __init__(self, log: Core, id: str | None = None):
         if id is not None:
             check_name("producer", id)
-        self.core = core
+        self.log = log
         self.id = id
         # Round-robin from a random start: short-lived producers (one CLI
         # call, one request) would otherwise all begin on partition 0.
@@ -43,7 +43,7 @@ class Producer:
 
     def _partition(self, topic: str, key: bytes | None, partition: int | None) -> tuple[int, int]:
         """(partition, max_message_bytes) for a send."""
-        catalog = self.core.catalog
+        catalog = self.log.catalog
         # A missing topic is not made here: the write is checked in full first.
         partitions, max_bytes, _ = catalog.get(topic) or catalog.planned(topic)
         if partition is not None:
@@ -81,15 +81,15 @@ class Producer:
         partition, max_bytes = self._partition(topic, raw_key, partition)
         if len(stored) > max_bytes >> 2 or meta is not None:
             _check_size(topic, max_bytes, 0, stored, meta)
-        self.core.catalog.ensure(topic)
-        ts = self.core.clock()
+        self.log.catalog.ensure(topic)
+        ts = self.log.clock()
         try:
-            offset = self.core.store.append_one(topic, partition, ts, stored, meta)
+            offset = self.log.store.append_one(topic, partition, ts, stored, meta)
         except UnknownTopic:
-            if not self.core._remake([topic]):
+            if not self.log._remake([topic]):
                 raise
-            offset = self.core.store.append_one(topic, partition, ts, stored, meta)
-        self.core.notifier.notify(topic, partition, offset)
+            offset = self.log.store.append_one(topic, partition, ts, stored, meta)
+        self.log.notifier.notify(topic, partition, offset)
         return Sent(topic, partition, offset, ts)
 
     def send_batch(
@@ -106,9 +106,7 @@ class Producer:
         Items may be plain values or `NewRecord`s carrying their own key and
         headers; `key` and `headers` apply to items that carry none.
         """
-        return self.core.write([self.prepare(topic, values, key=key, partition=partition, headers=headers)])[
-            0
-        ]
+        return self.log.write([self.prepare(topic, values, key=key, partition=partition, headers=headers)])[0]
 
     def prepare(
         self,

@@ -166,11 +166,9 @@ class Delivery(NamedTuple):
         return self.message.headers
 
 
-def queue_stats(core: Core, topic: str, group: str) -> QueueStats:
+def queue_stats(log: Core, topic: str, group: str) -> QueueStats:
     """A queue group's counts without opening a handle (which would register the group)."""
-    return core.store.queue_stats(
-        check_name("group", group), check_name("topic", topic), core.clock(), _due_of
-    )
+    return log.store.queue_stats(check_name("group", group), check_name("topic", topic), log.clock(), _due_of)
 
 
 MAX_PEEK = 1000
@@ -186,14 +184,14 @@ class Peeked(NamedTuple):
     delayed: bool  # not due yet: a receive would not hand it out now
 
 
-def _upkeep(core: Core) -> QueueUpkeep:
-    store = core.store
+def _upkeep(log: Core) -> QueueUpkeep:
+    store = log.store
     if not isinstance(store, QueueUpkeep):
         raise ConfigurationError(f"the {type(store).__name__} store cannot peek into or purge queue groups")
     return store
 
 
-def peek(core: Core, topic: str, group: str | None = None, limit: int = 10) -> list[Peeked]:
+def peek(log: Core, topic: str, group: str | None = None, limit: int = 10) -> list[Peeked]:
     """Up to `limit` records the queue group holds for a receive, leasing
     nothing and registering nothing: the due ones in the order a receive
     takes them (priority, then due time, then partition and offset), then the
@@ -202,14 +200,14 @@ def peek(core: Core, topic: str, group: str | None = None, limit: int = 10) -> l
     check_name("topic", topic)
     name = check_name("group", group if group is not None else topic)
     check_int("limit", limit, 1, MAX_PEEK)
-    rows = _upkeep(core).queue_peek(name, topic, core.clock(), limit, _due_of, _priority_of)
+    rows = _upkeep(log).queue_peek(name, topic, log.clock(), limit, _due_of, _priority_of)
     return [
         Peeked(make_message(topic, w.partition, w[1:5]), w.delivery_count, w.due, w.priority, w.delayed)
         for w in rows
     ]
 
 
-def in_flight(core: Core, topic: str, group: str | None = None, limit: int = 100) -> list[Pending]:
+def in_flight(log: Core, topic: str, group: str | None = None, limit: int = 100) -> list[Pending]:
     """Up to `limit` records the queue group has leased now (their lease not
     run out), by partition and offset: who holds each (None for an unnamed
     `receive`), when it was delivered, how many times, until when. Registers
@@ -217,10 +215,10 @@ def in_flight(core: Core, topic: str, group: str | None = None, limit: int = 100
     check_name("topic", topic)
     name = check_name("group", group if group is not None else topic)
     check_int("limit", limit, 1, 10_000)
-    return _upkeep(core).queue_in_flight(name, topic, core.clock(), limit)
+    return _upkeep(log).queue_in_flight(name, topic, log.clock(), limit)
 
 
-def purge(core: Core, topic: str, group: str | None = None) -> int:
+def purge(log: Core, topic: str, group: str | None = None) -> int:
     """Finish every record the queue group holds now, in one transaction:
     waiting, delayed and in flight (a later ack of a purged lease is a
     no-op). Records stay in the topic for its other groups; records appended
@@ -228,7 +226,7 @@ def purge(core: Core, topic: str, group: str | None = None) -> int:
     UnknownGroup when the group does not exist on the topic (nothing changes)."""
     check_name("topic", topic)
     name = check_name("group", group if group is not None else topic)
-    return _upkeep(core).queue_purge(name, topic, core.clock())
+    return _upkeep(log).queue_purge(name, topic, log.clock())
 
 
 _DELIVER_AT = DELIVER_AT.encode()
@@ -283,13 +281,13 @@ def dedup_txn(topic: str, dedup_id: str) -> str:
     return f"dedup:{digest}"
 
 
-def dedup_write(core: Core, topic: str, dedup_id: str) -> tuple[str, int]:
+def dedup_write(log: Core, topic: str, dedup_id: str) -> tuple[str, int]:
     """(txn id, txn_since) that make `Log.write` of a send to `topic` with
     `dedup_id` happen once within the topic's dedup window."""
     check_dedup_id(dedup_id)
-    window = core.catalog.shape(topic, create=True).dedup_window_ms
+    window = log.catalog.shape(topic, create=True).dedup_window_ms
     # At least 1: 0 would mean "an id never expires".
-    return dedup_txn(topic, dedup_id), max(1, core.clock() - window)
+    return dedup_txn(topic, dedup_id), max(1, log.clock() - window)
 
 
 def queue_headers(headers: Any, now: int, *, delay: float = 0, priority: int = 0) -> Any:
@@ -308,7 +306,7 @@ def queue_headers(headers: Any, now: int, *, delay: float = 0, priority: int = 0
 
 
 def prepare_send(
-    core: Core,
+    log: Core,
     topic: str,
     values: list[Any],
     *,
@@ -323,7 +321,7 @@ def prepare_send(
     opened or written, so a front refuses a bad send before it opens the group."""
     delay = check_seconds("delay", delay, MAX_DELAY_S)
     check_priority(priority)
-    now = core.clock()
+    now = log.clock()
     if delay or priority:
         values = [
             NewRecord(v.value, v.key, queue_headers(v.headers, now, delay=delay, priority=priority))
@@ -332,7 +330,7 @@ def prepare_send(
             for v in values
         ]
     headers = queue_headers(headers, now, delay=delay, priority=priority)
-    return (producer or Producer(core)).prepare(topic, values, key=key, headers=headers, partition=partition)
+    return (producer or Producer(log)).prepare(topic, values, key=key, headers=headers, partition=partition)
 
 
 @functools.cache
@@ -348,15 +346,15 @@ def _new_receipt() -> str:
 class Queue:
     """A handle on a queue group of a topic. Thread-safe."""
 
-    def __init__(self, core: Core, topic: str, group: str | None = None, **options: Any):
+    def __init__(self, log: Core, topic: str, group: str | None = None, **options: Any):
         check_name("topic", topic)
         self.group = check_name("group", group if group is not None else topic)
-        self.core = core
+        self.log = log
         self.topic = topic
         opts = QueueOptions(**options).validate(topic)
         self.visibility_timeout = opts.visibility_timeout
-        core.catalog.shape(topic, create=True)
-        stored = core.store.queue_open(
+        log.catalog.shape(topic, create=True)
+        stored = log.store.queue_open(
             self.group,
             topic,
             {
@@ -366,7 +364,7 @@ class Queue:
                 "ordering": opts.ordering,
             },
             opts.start,
-            core.clock(),
+            log.clock(),
         )
         # Group settings are stored on first use; later handles take them.
         self.max_deliveries: int = stored["max_deliveries"]
@@ -382,7 +380,7 @@ class Queue:
     # sending -------------------------------------------------------------------
 
     def _delay_headers(self, headers: Any, delay: float, priority: int = 0) -> Any:
-        return queue_headers(headers, self.core.clock(), delay=delay, priority=priority)
+        return queue_headers(headers, self.log.clock(), delay=delay, priority=priority)
 
     def send(
         self,
@@ -412,7 +410,7 @@ class Queue:
             )
             return Sent(sent.topic, sent.partition, sent.first_offset, sent.timestamp)
         headers = self._delay_headers(headers, delay, priority)
-        return Producer(self.core).send(self.topic, value, key=key, headers=headers, partition=partition)
+        return Producer(self.log).send(self.topic, value, key=key, headers=headers, partition=partition)
 
     def send_batch(
         self,
@@ -431,13 +429,13 @@ class Queue:
             values, key=key, headers=headers, delay=delay, partition=partition, priority=priority
         )
         if dedup_id is None:
-            return self.core.write([prepared])[0]
+            return self.log.write([prepared])[0]
         txn, since = self.dedup(dedup_id)
-        return self.core.write([prepared], txn, txn_since=since)[0]
+        return self.log.write([prepared], txn, txn_since=since)[0]
 
     def dedup(self, dedup_id: str) -> tuple[str, int]:
         """(txn id, txn_since) of a send with `dedup_id`, for `Log.write`."""
-        return dedup_write(self.core, self.topic, dedup_id)
+        return dedup_write(self.log, self.topic, dedup_id)
 
     def prepare(
         self,
@@ -456,7 +454,7 @@ class Queue:
         that carries headers of its own (those replace the batch's).
         """
         return prepare_send(
-            self.core,
+            self.log,
             self.topic,
             values,
             key=key,
@@ -483,7 +481,7 @@ class Queue:
             )
         wait = check_seconds("wait", wait, MAX_WAIT_S)
         visibility = self._visibility(visibility_timeout)
-        notifier = self.core.notifier
+        notifier = self.log.notifier
         # Wake on an append, or when a delayed or leased record falls due.
         got, _ = long_poll(
             lambda: self._receive_once(max_messages, int(visibility * 1000)),
@@ -491,7 +489,7 @@ class Queue:
             notifier.version,
             notifier.wait,
             found=lambda r: r[0],
-            due_in=lambda r: None if r[1] is None else (r[1] - self.core.clock()) / 1000,
+            due_in=lambda r: None if r[1] is None else (r[1] - self.log.clock()) / 1000,
         )
         return got
 
@@ -528,10 +526,10 @@ class Queue:
     def _receive_once(self, limit: int, lease_ms: int) -> tuple[list[Delivery], int | None]:
         out: list[Delivery] = []
         while True:
-            leased, next_due = self.core.store.queue_receive(
+            leased, next_due = self.log.store.queue_receive(
                 self.group,
                 self.topic,
-                self.core.clock(),
+                self.log.clock(),
                 limit - len(out),
                 lease_ms,
                 _due_of,
@@ -583,14 +581,14 @@ class Queue:
         again is LeaseLost, also once that later delivery was acked or
         dead-lettered: an earlier receipt never settles a record."""
         self._check(d)
-        self.core.store.queue_ack(self.group, self.topic, d.partition, d.offset, d.receipt)
+        self.log.store.queue_ack(self.group, self.topic, d.partition, d.offset, d.receipt)
 
     def extend(self, d: Delivery, seconds: float) -> Delivery:
         """Push the lease deadline out to `seconds` from now."""
         self._check(d)
         seconds = check_seconds("extend", seconds, MAX_VISIBILITY_S)
-        deadline = self.core.clock() + int(seconds * 1000)
-        self.core.store.queue_extend(self.group, self.topic, d.partition, d.offset, d.receipt, deadline)
+        deadline = self.log.clock() + int(seconds * 1000)
+        self.log.store.queue_extend(self.group, self.topic, d.partition, d.offset, d.receipt, deadline)
         return d._replace(lease_deadline=deadline)
 
     def nack(self, d: Delivery, *, back: bool = False, delay: float | None = None) -> None:
@@ -599,7 +597,7 @@ class Queue:
         resolution), or after `delay` seconds."""
         self._check(d)
         due, behind = self._release_due(back, delay)
-        self.core.store.queue_release(self.group, self.topic, d.partition, d.offset, d.receipt, due, behind)
+        self.log.store.queue_release(self.group, self.topic, d.partition, d.offset, d.receipt, due, behind)
 
     def _release_due(self, back: bool, delay: float | None) -> tuple[int, bool]:
         """(due, behind) of a nack."""
@@ -608,11 +606,11 @@ class Queue:
         if delay is not None:
             if back:
                 raise InvalidRequest("give at most one of back and delay")
-            return self.core.clock() + int(check_seconds("delay", delay, MAX_VISIBILITY_S) * 1000), False
+            return self.log.clock() + int(check_seconds("delay", delay, MAX_VISIBILITY_S) * 1000), False
         if back:
             # Due now, and behind every record due now, also those appended
             # in this same millisecond (the store breaks the tie).
-            return self.core.clock(), True
+            return self.log.clock(), True
         return 0, False  # before anything else that is due
 
     # settling many -------------------------------------------------------------
@@ -633,14 +631,14 @@ class Queue:
         settles = self._settles(items)
         if not settles:
             return []
-        lost = self.core.store.queue_settle(self.group, self.topic, settles)
+        lost = self.log.store.queue_settle(self.group, self.topic, settles)
         return self._settled(items, settles, lost)
 
     def _settles(self, items: Sequence[tuple[str, Delivery, float | None]]) -> list[Settle]:
         """`settle_many`'s items as the store's settles, every one checked first."""
         if not isinstance(items, (list, tuple)) or len(items) > MAX_RECEIVE:
             raise InvalidRequest(f"give a list of at most {MAX_RECEIVE} settlements")
-        now = self.core.clock()
+        now = self.log.clock()
         settles: list[Settle] = []
         for item in items:
             if not isinstance(item, tuple) or len(item) != 3:
@@ -703,7 +701,7 @@ class Queue:
             )
         settles = self._settles(items)
         lease_ms = int(self._visibility(visibility_timeout) * 1000)
-        store = self.core.store
+        store = self.log.store
         if not _settles_and_receives(type(store)):  # two transactions
             lost = store.queue_settle(self.group, self.topic, settles) if settles else []
             got, next_due = self._receive_once(max_messages, lease_ms) if max_messages else ([], None)
@@ -712,7 +710,7 @@ class Queue:
             self.group,
             self.topic,
             settles,
-            self.core.clock(),
+            self.log.clock(),
             max_messages,
             lease_ms,
             _due_of,
@@ -773,8 +771,8 @@ class Queue:
             ("tidelog-reason", reason.encode()),
         ]
         meta = encode_meta(fmt, key, encode_headers(pairs), producer)
-        record = AppendBatch(self.dead_letter, 0, self.core.clock(), [lease.value], [meta])
-        store = self.core.store
+        record = AppendBatch(self.dead_letter, 0, self.log.clock(), [lease.value], [meta])
+        store = self.log.store
         args = (self.group, self.topic, lease.partition, lease.offset, lease.receipt, record)
         try:
             offset = store.queue_dead_letter(*args)
@@ -783,29 +781,29 @@ class Queue:
             # lease live (a stale receipt is LeaseLost and makes nothing).
             if store.topic(self.topic) is None:
                 raise
-            self.core.catalog.shape(self.dead_letter, create=True)
+            self.log.catalog.shape(self.dead_letter, create=True)
             offset = store.queue_dead_letter(*args)
-        self.core.notifier.notify(self.dead_letter, 0, offset)
+        self.log.notifier.notify(self.dead_letter, 0, offset)
         return offset
 
     def redrive(self, offsets: list[int] | None = None) -> Redriven:
         """Move this topic's dead letters (all, or those at `offsets` of the
         dead-letter topic) back to it; see `tidelog.deadletters.redrive`."""
-        return redrive(self.core, self.dead_letter, offsets, origin=self.topic)
+        return redrive(self.log, self.dead_letter, offsets, origin=self.topic)
 
     def stats(self) -> QueueStats:
         """available, in_flight, delayed, dead_lettered, oldest_available_age_ms."""
-        return queue_stats(self.core, self.topic, self.group)
+        return queue_stats(self.log, self.topic, self.group)
 
     def in_flight(self, limit: int = 100) -> list[Pending]:
         """The records leased now, by partition and offset: who holds each
         (None for an unnamed `receive`), when it was delivered, how many times."""
         check_int("limit", limit, 1, 10_000)
-        store = self.core.store
+        store = self.log.store
         if not isinstance(store, NamedConsumers):
             raise ConfigurationError(f"the {type(store).__name__} store does not list leases")
         out: list[Pending] = []
-        for p in range(self.core.topic(self.topic).partitions):
+        for p in range(self.log.topic(self.topic).partitions):
             out += store.queue_pending(self.group, self.topic, p, limit=limit - len(out))
             if len(out) >= limit:
                 break

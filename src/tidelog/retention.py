@@ -25,6 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from . import results
 from .config import TopicConfig
 from .core import Core
 from .errors import ConfigurationError, TidelogError, UnknownTopic
@@ -54,7 +55,7 @@ class CleanReport:
 
 
 def clean(
-    core: Core,
+    log: Core,
     topic: str | None = None,
     *,
     chunk: int = DEFAULT_CHUNK,
@@ -63,25 +64,28 @@ def clean(
     """Apply every topic's retention and compaction settings (or one topic's).
 
     Cleaning the whole log also forgets idempotent-write ids older than
-    `txn_window_ms` (None: keep them all).
+    `txn_window_ms` (None: keep them all) and the jobs' statuses and results
+    older than their `result_ttl`.
     """
     if topic is None and txn_window_ms is not None:
-        prune_txns(core, txn_window_ms, chunk=chunk)
-    names = [topic] if topic is not None else [t.name for t in core.topics()]
+        prune_txns(log, txn_window_ms, chunk=chunk)
+    if topic is None:  # the jobs' states past their result_ttl (tidelog.results)
+        results.prune(log, chunk)
+    names = [topic] if topic is not None else [t.name for t in log.topics()]
     reports = []
     for name in names:
         try:
-            reports.append(clean_topic(core, name, chunk=chunk))
+            reports.append(clean_topic(log, name, chunk=chunk))
         except UnknownTopic:
             if topic is not None:
                 raise  # deleted meanwhile: only an error when asked for by name
     return reports
 
 
-def prune_txns(core: Core, window_ms: int, *, chunk: int = DEFAULT_CHUNK) -> int:
+def prune_txns(log: Core, window_ms: int, *, chunk: int = DEFAULT_CHUNK) -> int:
     """Forget idempotent-write ids recorded more than `window_ms` ago, `chunk`
     at a time (each its own short transaction); returns how many went."""
-    store = core.store
+    store = log.store
     if not isinstance(store, Cleanable):
         raise ConfigurationError(f"the {type(store).__name__} store cannot clean")
     pruned = 0
@@ -92,14 +96,14 @@ def prune_txns(core: Core, window_ms: int, *, chunk: int = DEFAULT_CHUNK) -> int
             return pruned
 
 
-def clean_topic(core: Core, name: str, *, chunk: int = DEFAULT_CHUNK) -> CleanReport:
+def clean_topic(log: Core, name: str, *, chunk: int = DEFAULT_CHUNK) -> CleanReport:
     """Apply a topic's retention and compaction now."""
     started = time.perf_counter()
-    info = core.topic(name)
+    info = log.topic(name)
     cfg = TopicConfig.normalize({}, info.config)
-    now = core.clock()
+    now = log.clock()
     report = CleanReport(name, now)
-    store = core.store
+    store = log.store
     if not isinstance(store, Cleanable):
         raise ConfigurationError(f"the {type(store).__name__} store cannot clean")
     keyed = 0
@@ -217,13 +221,13 @@ class Cleaner:
 
     def __init__(
         self,
-        core: Core,
+        log: Core,
         interval: float = 60.0,
         *,
         chunk: int = DEFAULT_CHUNK,
         txn_window_ms: int | None = DEFAULT_TXN_WINDOW_MS,
     ):
-        self.core = core
+        self.log = log
         self.interval = interval
         self.chunk = chunk
         self.txn_window_ms = txn_window_ms
@@ -240,7 +244,7 @@ class Cleaner:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                self.last = clean(self.core, chunk=self.chunk, txn_window_ms=self.txn_window_ms)
+                self.last = clean(self.log, chunk=self.chunk, txn_window_ms=self.txn_window_ms)
             except TidelogError:
                 pass  # try again next round; a topic may have gone meanwhile
 

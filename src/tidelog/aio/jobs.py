@@ -5,8 +5,9 @@
     @jobs.job("send_email")
     async def send_email(payload): ...      # runs on the loop; a plain def runs in a thread
 
-    await jobs.enqueue("send_email", {"to": "a@b.c"})
+    job = await jobs.enqueue("send_email", {"to": "a@b.c"})
     await jobs.run()                        # until jobs.stop() or the task is cancelled
+    await job.status(), await job.result(timeout=10)
 
 The policy is the sync runner's (`tidelog.jobs`: what a job record is, the
 backoff, when a failure dead-letters): here only the running differs. An
@@ -24,20 +25,68 @@ import functools
 import inspect
 import logging
 import signal
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import results, schedules
 from ..config import check_name
-from ..errors import InvalidRequest, LeaseLost, TidelogError
-from ..jobs import Handler, check_runner, failure_reason, job_call, log_redelivery, retry_delay
+from ..errors import InvalidRequest, LeaseLost, ResultTimeout, TidelogError
+from ..jobs import (
+    Handler,
+    add_schedule,
+    check_periodic_options,
+    check_runner,
+    failure,
+    failure_reason,
+    job_call,
+    log_redelivery,
+    retry_delay,
+)
 from ..queues import Delivery
 from ..records import Sent
+from ..results import DEFAULT_RESULT_TTL_S, JobInfo
+from ..schedules import Schedule, ScheduleInfo, Scheduler, Tick
 
 if TYPE_CHECKING:
     from .log import AsyncLog
 
 logger = logging.getLogger("tidelog.jobs")
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """A job enqueued, asked on the event loop (see `tidelog.jobs.JobRef`)."""
+
+    id: str
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    jobs: Jobs = field(repr=False, compare=False)
+
+    async def info(self) -> JobInfo:
+        """The job's status with its attempts, result or error."""
+        return await self.jobs.info(self.id)
+
+    async def status(self) -> str:
+        """waiting, delayed, running, done, failed, dead-lettered or cancelled."""
+        return (await self.info()).status
+
+    async def result(self, timeout: float | None = None) -> Any:
+        """The handler's return value; see `tidelog.jobs.JobRef.result`."""
+        return await self.jobs.result(self.id, timeout)
+
+    async def cancel(self) -> JobInfo:
+        """Cancel the job if it has not started; JobConflict when it runs or has finished."""
+        return await self.jobs.cancel(self.id)
+
+    @property
+    def sent(self) -> Sent:
+        """Where the job's record went."""
+        return Sent(self.topic, self.partition, self.offset, self.timestamp)
 
 
 class Jobs:
@@ -55,8 +104,11 @@ class Jobs:
         max_backoff: float = 300.0,
         group: str | None = None,
         ordering: str | None = None,
+        result_ttl: float = DEFAULT_RESULT_TTL_S,
     ):
         check_runner(concurrency, backoff, max_backoff)
+        self.result_ttl = float(result_ttl)
+        self._ttl_ms = results.check_ttl(result_ttl)
         self.log = log
         self.queue = log.queue(
             queue,
@@ -66,7 +118,7 @@ class Jobs:
             ordering=ordering,
         )
         # What `on` gives another log: the queue's own settings are known only once it is open.
-        self._queue_settings = dict(
+        self._queue_settings: dict[str, Any] = dict(
             group=group,
             visibility_timeout=visibility_timeout,
             max_deliveries=max_deliveries,
@@ -76,6 +128,8 @@ class Jobs:
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
         self._handlers: dict[str, Handler] = {}
+        self._schedules: dict[str, Schedule] = {}
+        self._scheduler: Scheduler | None = None
         self._stopping = asyncio.Event()
         self._running: dict[asyncio.Task[None], Delivery] = {}
         self._settling: set[str] = set()  # receipts being acked, nacked or rejected: not extended
@@ -95,6 +149,55 @@ class Jobs:
 
         return register
 
+    def periodic(
+        self, cron: str, *, name: str | None = None, tz: str = "UTC", missed: str = "skip"
+    ) -> Callable[[Handler], Handler]:
+        """Register a handler run on a cron schedule; see `tidelog.Jobs.periodic`."""
+        check_periodic_options(tz, missed)
+
+        def register(fn: Handler) -> Handler:
+            schedule = Schedule(name or fn.__name__, cron, tz, missed).validate()
+            add_schedule(self._schedules, schedule)
+            self.job(schedule.name)(fn)
+            self._schedules[schedule.name] = schedule
+            return fn
+
+        return register
+
+    @property
+    def registered_schedules(self) -> dict[str, Schedule]:
+        """The schedules registered on this runner, by name (no I/O)."""
+        return dict(self._schedules)
+
+    async def schedules(self) -> list[ScheduleInfo]:
+        """The queue's schedules with their last and next tick; see `tidelog.Jobs.schedules`."""
+        return await self.log._runtime.call(
+            schedules.describe, self.log.sync, self.queue.topic, self._schedules
+        )
+
+    async def tick(self) -> list[Tick]:
+        """One scheduler round now; see `tidelog.Jobs.tick`."""
+        queue = await self.queue._core()
+        if self._scheduler is None:
+            self._scheduler = Scheduler(queue, self._schedules)
+        return await self.log._runtime.call(self._scheduler.round)
+
+    async def _schedule(self, poll: float) -> None:
+        # As the sync runner's: wake when the next tick falls due, or after `poll`.
+        while not self._stopping.is_set():
+            try:
+                for t in await self.tick():
+                    logger.info("enqueued tick %s of schedule %r", t.tick, t.schedule)
+                due = self._scheduler.next_due() if self._scheduler is not None else None
+            except Exception:  # the store away, say: the scheduler keeps going
+                logger.exception("a scheduler round failed; trying again")
+                due = None
+            wait = poll if due is None else min(poll, max(0.0, (due - self.log.sync.clock()) / 1000))
+            try:
+                await asyncio.wait_for(self._stopping.wait(), max(0.01, wait))
+            except TimeoutError:
+                pass
+
     async def enqueue(
         self,
         name: str,
@@ -104,11 +207,53 @@ class Jobs:
         key: Any = None,
         priority: int = 0,
         dedup_id: str | None = None,
-    ) -> Sent:
+    ) -> JobRef:
         """Enqueue a call of the handler registered as `name`; see `tidelog.Jobs.enqueue`."""
         check_name("job", name)
-        return await self.queue.send(
+        sent = await self.queue.send(
             {"job": name, "payload": payload}, delay=delay, key=key, priority=priority, dedup_id=dedup_id
+        )
+        return JobRef(results.job_id(sent.partition, sent.offset), *sent, jobs=self)
+
+    # what became of a job ------------------------------------------------------
+
+    async def get(self, job_id: str) -> JobRef:
+        """The job of this id; UnknownJob when the queue has none."""
+        await self.info(job_id)
+        partition, offset = results.parse_job_id(job_id)
+        rows = await self.log.read(self.queue.topic, partition, after=offset - 1, limit=1)
+        timestamp = rows[0].timestamp if rows and rows[0].offset == offset else 0
+        return JobRef(job_id, self.queue.topic, partition, offset, timestamp, jobs=self)
+
+    async def info(self, job_id: str) -> JobInfo:
+        """The job's status with its attempts, result or error; UnknownJob when the queue has none."""
+        q = self.queue
+        return await self.log._runtime.call(results.info, self.log.sync, q.topic, q.group, job_id)
+
+    async def status(self, job_id: str) -> str:
+        """waiting, delayed, running, done, failed, dead-lettered or cancelled."""
+        return (await self.info(job_id)).status
+
+    async def result(self, job_id: str, timeout: float | None = None) -> Any:
+        """See `tidelog.jobs.JobRef.result`; waits on the loop."""
+        limit = results.check_timeout(timeout)
+        deadline = None if limit is None else time.monotonic() + limit
+        delay = 0.0
+        while True:
+            value = results.outcome(await self.info(job_id))
+            if value is not results.PENDING:
+                return value
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise ResultTimeout(f"job {job_id!r} has not finished after {timeout} s")
+            delay = results.next_poll(delay)
+            await asyncio.sleep(delay if left is None else min(delay, left))
+
+    async def cancel(self, job_id: str) -> JobInfo:
+        """See `tidelog.jobs.JobRef.cancel`."""
+        q = self.queue
+        return await self.log._runtime.call(
+            results.cancel, self.log.sync, q.topic, q.group, job_id, self._ttl_ms
         )
 
     # running -------------------------------------------------------------------
@@ -121,9 +266,11 @@ class Jobs:
             concurrency=self.concurrency,
             backoff=self.backoff,
             max_backoff=self.max_backoff,
+            result_ttl=self.result_ttl,
             **self._queue_settings,
         )
         other._handlers = dict(self._handlers)
+        other._schedules = dict(self._schedules)
         return other
 
     def stop(self) -> None:
@@ -160,6 +307,7 @@ class Jobs:
             self.concurrency,
         )
         heartbeat = asyncio.create_task(self._heartbeat())
+        scheduler = asyncio.create_task(self._schedule(poll)) if self._schedules else None
         stopping = asyncio.create_task(self._stopping.wait())
         receiving: asyncio.Future[list[Delivery]] | None = None
         try:
@@ -194,6 +342,8 @@ class Jobs:
                 await asyncio.wait(list(self._running))
             heartbeat.cancel()
             stopping.cancel()
+            if scheduler is not None:
+                scheduler.cancel()
             if self._threads is not None:
                 self._threads.shutdown(wait=False)
                 self._threads = None
@@ -250,31 +400,75 @@ class Jobs:
         handler = self._handlers.get(name)
         if handler is None:
             logger.error("no handler for job %r (offset %s); dead-lettering it", name, d.offset)
+            await self._end(d, results.DEAD_LETTERED, {"error": f"no handler for job {name!r}"})
             await self._settle(d, lambda: self.queue.reject(d, reason=f"unknown job {name!r}"))
+            return
+        status = await self._start(d)
+        if status in results.FINAL:  # cancelled before it ran, or finished by an earlier delivery
+            logger.info("job %r (offset %s) is %s: not run", name, d.offset, status)
+            await self._settle(d, lambda: self.queue.ack(self._current(d)))
             return
         log_redelivery(d, name, self.queue.max_deliveries)
         try:
             if inspect.iscoroutinefunction(handler):
-                await handler(payload)
+                result = await handler(payload)
             else:
                 result = await asyncio.get_running_loop().run_in_executor(self._pool(), handler, payload)
                 if inspect.isawaitable(result):
-                    await result
+                    result = await result
         except Exception as e:
             if d.delivery_count >= self.queue.max_deliveries:
                 logger.exception(
                     "job %r failed on its last delivery (%s); dead-lettering it", name, d.delivery_count
                 )
                 reason = failure_reason(e)
+                await self._end(d, results.DEAD_LETTERED, {"error": failure(e)})
                 await self._settle(d, lambda: self.queue.reject(self._current(d), reason=reason))
             else:
                 delay = self.retry_delay(d.delivery_count)
                 logger.exception(
                     "job %r failed (delivery %s); retrying in %.1fs", name, d.delivery_count, delay
                 )
+                await self._end(d, results.FAILED, {"error": failure(e)})
                 await self._settle(d, lambda: self.queue.nack(self._current(d), delay=delay))
             return
-        await self._settle(d, lambda: self.queue.ack(self._current(d)))
+        await self._settle(d, lambda: self._done(self._current(d), result))
+
+    async def _start(self, d: Delivery) -> str:
+        """The job's status as it starts (see `tidelog.Jobs._start`)."""
+        job = results.job_id(d.partition, d.offset)
+        q = self.queue
+        try:
+            return await self.log._runtime.call(
+                results.begin, self.log.sync, q.topic, q.group, job, d.delivery_count, self._ttl_ms
+            )
+        except TidelogError:
+            logger.exception("could not read the status of job %s; running it", job)
+            return results.RUNNING
+
+    async def _done(self, d: Delivery, value: Any) -> None:
+        """The job's value and its ack, in one transaction (see `tidelog.results.done`)."""
+        queue = await self.queue._core()
+        await self.log._runtime.call(results.done, queue, d, value, self._ttl_ms)
+
+    async def _end(self, d: Delivery, state: str, body: dict[str, Any]) -> None:
+        """Record how a run ended, before the ack (see `tidelog.Jobs._end`)."""
+        job = results.job_id(d.partition, d.offset)
+        q = self.queue
+        try:
+            await self.log._runtime.call(
+                results.finish,
+                self.log.sync,
+                q.topic,
+                q.group,
+                job,
+                state,
+                body,
+                d.delivery_count,
+                self._ttl_ms,
+            )
+        except TidelogError:
+            logger.exception("could not record the end of job %s (%s)", job, state)
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._threads is None:

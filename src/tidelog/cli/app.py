@@ -20,7 +20,8 @@ from .consume import consume, read
 from .context import AUTO_CREATE_HELP, DEFAULT_PARTITIONS_HELP, DEFAULT_URL, URL_HELP, Session, SummaryGroup
 from .dlq import dlq
 from .groups import groups, offsets
-from .maintenance import clean, jobs
+from .jobs import jobs
+from .maintenance import clean
 from .produce import produce
 from .queues import queues
 from .serve import serve

@@ -189,8 +189,9 @@ def read_token_file(path: str) -> tuple[str, int]:
     show_default=True,
     metavar="N",
     help="Server processes sharing the port and the store (Linux). 0 (the default) picks: one a"
-    " core, or one for :memory: and --port 0. Stream-group members over HTTP are served by the"
-    " first; the others forward their routes to it.",
+    " core on PostgreSQL; one on SQLite (its writers share one lock and wake each other on a"
+    " 20 ms tick, so one process serves more), for :memory: and for --port 0. Stream-group"
+    " members over HTTP are served by the first; the others forward their routes to it.",
 )
 @click.option(
     "--max-connections",
@@ -325,8 +326,11 @@ def serve(
             f"the server is not installed ({e}): pip install 'tidelog[server]'"
         ) from None
     if workers == 0:
-        # A private in-memory log, or a port the kernel picks, is one process's.
-        workers = 1 if ":memory:" in session.url or port == 0 else default_workers()
+        # A private in-memory log, or a port the kernel picks, is one process's. On SQLite one
+        # process is the faster server too (measured: docs/benchmarks.md): N processes
+        # contend for one write lock and see each other's appends only on the watch tick.
+        shared = session.url.startswith(("postgresql:", "postgres:", "http:", "https:"))
+        workers = default_workers() if shared and port != 0 else 1
     # The command's logs (and granian's) on stderr: where it listens, what it serves.
     log_to_stderr(log_level, log_format, ("tidelog", "_granian", "granian.access"))
     for warning in warnings:

@@ -14,7 +14,7 @@ encodes them.
 The contract is split by role (`LogStore`, `GroupStore`, `QueueStore`,
 composed into `Store`); what only some stores offer is a runtime-checkable
 capability (`NamedConsumers`, `QueueUpkeep`, `Cleanable`, `CleansRemotely`,
-`RedrivesRemotely`, `Watchable`, `Reclaimable`, `StreamingAppend`), tested with
+`RedrivesRemotely`, `JobStore`, `JobsRemotely`, `Watchable`, `Reclaimable`, `StreamingAppend`), tested with
 `isinstance`.
 """
 
@@ -732,6 +732,96 @@ class Cleanable(Protocol):
         """Forget up to `limit` idempotent-write ids recorded more than
         `older_than` ms ago, by the clock that stamped them (the store's
         own); returns how many went."""
+
+
+class JobRow(NamedTuple):
+    """What a job's runner or a cancel recorded about one job (`JobStore`)."""
+
+    state: str  # running, failed, done, dead-lettered, cancelled
+    attempts: int  # runs started so far
+    body: str | None  # JSON: {"result": ...} or {"error": ...}; None when none
+    updated: int  # ms since epoch
+    expires: int  # ms since epoch: cleaning removes the row after this
+
+
+class JobHeld(NamedTuple):
+    """A job's record as its queue group holds it now (waiting, delayed or leased)."""
+
+    due: int  # ms since epoch: when it is due, or when its lease runs out
+    deliveries: int
+    leased: bool  # a receipt is out and its lease has not run out
+
+
+class JobLook(NamedTuple):
+    """One job as the store sees it: its row, its queue state, the group's cursor."""
+
+    row: JobRow | None
+    held: JobHeld | None  # None: the group has not taken the record yet, or finished it
+    scanned: int  # the group's cursor on the record's partition (0: none yet)
+    last_offset: int  # the partition's last offset, to tell an unknown job from a future one
+
+
+@runtime_checkable
+class JobStore(Protocol):
+    """A store that keeps what became of each job (`tidelog.results`): rows by
+    (queue group, partition, offset), each written by one guarded upsert."""
+
+    def job_look(self, group: str, topic: str, partition: int, offset: int, now: int) -> JobLook:
+        """The job's row, the group's state of its record and the partition's
+        cursor and end, in one read. UnknownTopic/UnknownPartition as `read`."""
+
+    def job_put(
+        self, group: str, topic: str, partition: int, offset: int, row: JobRow, replace: Sequence[str]
+    ) -> JobRow:
+        """Write `row` when the job has no row yet or its row's state is one of
+        `replace`, in one statement; returns the row there afterwards (this
+        one, or the one that was there and stayed)."""
+
+    def job_state(self, group: str, topic: str, partition: int, offset: int) -> str | None:
+        """The state of the job's row (None: no row), in one read: what a
+        runner checks once it leased a job (a cancel may have come first)."""
+
+    def job_done(
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        row: JobRow,
+        replace: Sequence[str],
+        receipt: str,
+    ) -> None:
+        """`job_put` and `queue_ack` of the lease `receipt` in one transaction:
+        a run's end and its ack, both or neither (LeaseLost as queue_ack)."""
+
+    def job_cancel(self, group: str, topic: str, partition: int, offset: int, row: JobRow) -> JobRow | None:
+        """Write the cancel `row` (over no row, or a failed run's) unless the
+        group has the record leased now (by `row.updated`), in one write
+        transaction that a receive's lease cannot interleave with: None when
+        leased, else the row there afterwards."""
+
+    def job_prune(self, now: int, limit: int) -> int:
+        """Remove up to `limit` rows that expired at or before `now`; returns how many went."""
+
+
+@runtime_checkable
+class JobsRemotely(Protocol):
+    """A store whose server keeps the jobs' states (http://): the core asks it
+    instead, by job id, and gets the server core's answers as JSON objects."""
+
+    def job_status(self, topic: str, group: str, job_id: str) -> dict[str, Any]:
+        """`tidelog.results.status` there."""
+
+    def job_cancel(self, topic: str, group: str, job_id: str) -> dict[str, Any]:
+        """`tidelog.results.cancel` there."""
+
+    def job_start(self, topic: str, group: str, job_id: str, attempts: int, ttl_ms: int) -> dict[str, Any]:
+        """`tidelog.results.start` there."""
+
+    def job_finish(
+        self, topic: str, group: str, job_id: str, state: str, body: Any, attempts: int, ttl_ms: int
+    ) -> dict[str, Any]:
+        """`tidelog.results.finish` there."""
 
 
 @runtime_checkable

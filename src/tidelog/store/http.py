@@ -38,6 +38,7 @@ from .base import (
     GroupMember,
     GroupOffset,
     GroupSync,
+    JobsRemotely,
     Leased,
     PartitionInfo,
     Pending,
@@ -102,7 +103,7 @@ def _tls_context() -> Any:
     return httpx.create_ssl_context()  # honours SSL_CERT_FILE and SSL_CERT_DIR
 
 
-class HTTPStore(Store, QueueUpkeep, CleansRemotely, RedrivesRemotely, Watchable):
+class HTTPStore(Store, QueueUpkeep, CleansRemotely, RedrivesRemotely, JobsRemotely, Watchable):
     """Store protocol over HTTP. Thread-safe: one connection pool, reused."""
 
     dialect = "http"
@@ -578,6 +579,31 @@ class HTTPStore(Store, QueueUpkeep, CleansRemotely, RedrivesRemotely, Watchable)
 
     def queue_purge(self, group: str, topic: str, now: int) -> int:
         return int(self._call("POST", self._queue_path(topic, "purge"), params={"group": group})["purged"])
+
+    # what became of a job (JobsRemotely) ------------------------------------------------
+
+    @staticmethod
+    def _job_path(job_id: str, action: str = "") -> str:
+        return f"/v1/jobs/{_seg(job_id)}" + (f"/{action}" if action else "")
+
+    def job_status(self, topic: str, group: str, job_id: str) -> dict[str, Any]:
+        return dict(self._call("GET", self._job_path(job_id), params={"queue": topic, "group": group}))
+
+    def job_cancel(self, topic: str, group: str, job_id: str) -> dict[str, Any]:
+        params = {"queue": topic, "group": group}
+        return dict(self._call("POST", self._job_path(job_id, "cancel"), params=params))
+
+    def job_start(self, topic: str, group: str, job_id: str, attempts: int, ttl_ms: int) -> dict[str, Any]:
+        params = {"queue": topic, "group": group}
+        payload = {"attempts": attempts, "ttl_ms": ttl_ms}
+        return dict(self._call("POST", self._job_path(job_id, "start"), params=params, json=payload))
+
+    def job_finish(
+        self, topic: str, group: str, job_id: str, state: str, body: Any, attempts: int, ttl_ms: int
+    ) -> dict[str, Any]:
+        params = {"queue": topic, "group": group}
+        payload = {"state": state, "attempts": attempts, "ttl_ms": ttl_ms, **body}
+        return dict(self._call("POST", self._job_path(job_id, "finish"), params=params, json=payload))
 
     # wake-ups --------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from starlette.middleware import Middleware
 from ...config import parse_duration_ms
 from ...log import Log
 from ..limits import Limits
-from . import compat, console, duplex, members, operate, ops, queues, retention, stream, subscribe, v1
+from . import compat, console, duplex, jobs, members, operate, ops, queues, retention, stream, subscribe, v1
 from .auth import BearerAuth, console_page
 from .connections import ConnectionTracking
 from .context import DEFAULT_CLEAN_INTERVAL_S, DEFAULT_MAX_BODY, MAX_WAIT_S, Context, Settings
@@ -129,6 +129,7 @@ def create_app(
             *retention.routes,
             *queues.routes,
             *operate.routes,
+            *jobs.routes,
             *stream.routes,
             *subscribe.routes,
             *duplex.routes,

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...bounds import MAX_DELAY_S, MAX_DELIVERIES, MAX_OFFSET, MAX_TIMESTAMP_MS, MAX_VISIBILITY_S
+from ...results import MAX_RESULT_TTL_S
+from ...results import STATUSES as JOB_STATUSES
 
 NAME = {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,200}$"}
 # Every integer is bounded (tidelog.bounds): offsets to 64 bits, times to what a double holds exactly.
@@ -180,6 +182,32 @@ PEEKED = {
         "due": {"type": "integer", "description": "ms since epoch; 0: nacked to the front"},
         "priority": {"type": "integer"},
         "delayed": {"type": "boolean", "description": "not due yet"},
+    },
+}
+JOB_P = _p("job", {"type": "string", "pattern": "^[0-9]{1,6}-[0-9]{1,19}$", "examples": ["0-42"]})
+JOB_QUEUE = _q("queue", NAME, description="the job runner's queue (default: jobs)")
+ATTEMPTS = {"type": "integer", "minimum": 1, "maximum": (1 << 31) - 1}
+TTL_MS = {"type": "integer", "minimum": 1, "maximum": int(MAX_RESULT_TTL_S * 1000)}
+JOB_INFO = {
+    "type": "object",
+    "required": ["id", "status", "attempts"],
+    "properties": {
+        "id": {"type": "string"},
+        "status": {"enum": list(JOB_STATUSES)},
+        "attempts": {"type": "integer"},
+        "result": {"description": "the handler's return value (done)"},
+        "error": {"type": ["string", "null"]},
+        "updated": {"type": ["integer", "null"], "description": "ms since epoch"},
+    },
+}
+JOB_ROW = {
+    "type": "object",
+    "properties": {
+        "state": {"type": "string"},
+        "attempts": {"type": "integer"},
+        "body": {"type": ["string", "null"]},
+        "updated": {"type": "integer"},
+        "expires": {"type": "integer"},
     },
 }
 DEAD_LETTER_PICK = {
@@ -848,6 +876,59 @@ def spec() -> dict[str, Any]:
                 body={"type": "object", "additionalProperties": False},
                 optional_body=True,
                 result={"type": "object", "properties": {"purged": {"type": "integer"}}},
+            )
+        },
+        "/v1/jobs/{job}": {
+            "get": _op(
+                "What became of a job: status (waiting, delayed, running, done, failed, dead-lettered, "
+                "cancelled), attempts, the handler's result once done, the error of its last failure",
+                params=[JOB_P, JOB_QUEUE, QGROUP],
+                result=JOB_INFO,
+            )
+        },
+        "/v1/jobs/{job}/cancel": {
+            "post": _op(
+                "Cancel a job that waits, is delayed or waits for a retry: no runner runs it "
+                "(409 when it runs or has finished; a cancelled job again is a no-op)",
+                params=[JOB_P, JOB_QUEUE, QGROUP],
+                body={"type": "object", "additionalProperties": False},
+                optional_body=True,
+                result=JOB_INFO,
+                errors=(400, 404, 409),
+            )
+        },
+        "/v1/jobs/{job}/start": {
+            "post": _op(
+                "A runner's claim before it runs a job (the http:// store's): the job's row after it; "
+                "its state is running when the runner may go on",
+                params=[JOB_P, JOB_QUEUE, QGROUP],
+                body={
+                    "type": "object",
+                    "required": ["attempts", "ttl_ms"],
+                    "properties": {"attempts": ATTEMPTS, "ttl_ms": TTL_MS},
+                    "additionalProperties": False,
+                },
+                result=JOB_ROW,
+            )
+        },
+        "/v1/jobs/{job}/finish": {
+            "post": _op(
+                "A runner's record of how a run ended (the http:// store's): done with a result, "
+                "failed (a retry follows) or dead-lettered with an error",
+                params=[JOB_P, JOB_QUEUE, QGROUP],
+                body={
+                    "type": "object",
+                    "required": ["state", "attempts", "ttl_ms"],
+                    "properties": {
+                        "state": {"enum": ["done", "failed", "dead-lettered"]},
+                        "result": {"description": "the handler's value (done)"},
+                        "error": {"type": "string", "description": "the failure (failed, dead-lettered)"},
+                        "attempts": ATTEMPTS,
+                        "ttl_ms": TTL_MS,
+                    },
+                    "additionalProperties": False,
+                },
+                result=JOB_ROW,
             )
         },
         "/subscribe/{topic}": {

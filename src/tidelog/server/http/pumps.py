@@ -200,7 +200,7 @@ class Pump:
                 # a record falls due, or a subscriber speaks.
                 pause = self.max_wait
                 if next_due is not None:
-                    pause = min(pause, max(0.001, (next_due - self.queue.core.clock()) / 1000))
+                    pause = min(pause, max(0.001, (next_due - self.queue.log.clock()) / 1000))
                 await self._sleep(seq, pause)
 
     async def _trip(self, settles: list[Settle], want: int) -> tuple[list[Any], list[Delivery], int | None]:

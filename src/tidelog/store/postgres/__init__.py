@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..base import (
     ClassicGroupStore,
     Cleanable,
+    JobStore,
     NamedConsumers,
     QueueUpkeep,
     Reclaimable,
@@ -22,6 +23,7 @@ from .base import DRIVER_ERROR, PostgresBase, store_failure
 from .classic import PostgresClassicGroups
 from .consumers import PostgresConsumers
 from .groups import PostgresGroups
+from .jobs import PostgresJobs
 from .log import PostgresLog
 from .outbox import PostgresOutbox
 from .queues import PostgresQueues
@@ -39,11 +41,13 @@ class PostgresStore(
     PostgresRetention,
     PostgresOutbox,
     PostgresUpkeep,
+    PostgresJobs,
     Store,
     NamedConsumers,
     QueueUpkeep,
     ClassicGroupStore,
     Cleanable,
+    JobStore,
     Watchable,
     Reclaimable,
     Transactional,

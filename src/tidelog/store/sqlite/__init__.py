@@ -13,6 +13,7 @@ import sqlite3
 from ..base import (
     ClassicGroupStore,
     Cleanable,
+    JobStore,
     NamedConsumers,
     QueueUpkeep,
     ReadsInto,
@@ -26,6 +27,7 @@ from .base import SQLiteBase, path_from_url, store_failure
 from .classic import SQLiteClassicGroups
 from .consumers import SQLiteConsumers
 from .groups import SQLiteGroups
+from .jobs import SQLiteJobs
 from .log import SQLiteLog
 from .outbox import SQLiteOutbox
 from .queues import SQLiteQueues
@@ -43,11 +45,13 @@ class SQLiteStore(
     SQLiteRetention,
     SQLiteOutbox,
     SQLiteUpkeep,
+    SQLiteJobs,
     Store,
     NamedConsumers,
     QueueUpkeep,
     ClassicGroupStore,
     Cleanable,
+    JobStore,
     Watchable,
     Reclaimable,
     Transactional,

@@ -34,7 +34,11 @@ OFFSET_BITS = 40
 OFFSET_SPAN = 1 << OFFSET_BITS
 BUSY_TIMEOUT_S = 60.0
 MMAP_BYTES = 1 << 30
-WATCH_TICK_S = 0.02  # how often appends by other processes are looked for
+WATCH_TICK_S = 0.02  # how often appends by other processes are looked for, when idle
+# ...and how often while they come: after a change the watch looks again this soon and
+# doubles its pause on each look that finds none, back to WATCH_TICK_S. A steady stream
+# from another process (1,000 records/s) is then seen within ~1-2 ms, not 20.
+WATCH_BUSY_TICK_S = 0.001
 
 # The last offset of a partition, computed in SQL from the row-id range and
 # the partition's base offset (what retention removed). ?1 = pid << 40.

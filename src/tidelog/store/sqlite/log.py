@@ -37,6 +37,7 @@ from .base import (
     OFFSET_BITS,
     OFFSET_SPAN,
     SQLITE_MISMATCH,
+    WATCH_BUSY_TICK_S,
     WATCH_TICK_S,
     SQLiteBase,
     _now_ms,
@@ -64,6 +65,7 @@ class SQLiteLog(SQLiteBase):
 
         def poll() -> None:
             last = None
+            tick = WATCH_TICK_S
             try:
                 while not self._closed:
                     try:
@@ -72,8 +74,11 @@ class SQLiteLog(SQLiteBase):
                         return
                     if last is not None and version != last:
                         callback()
+                        tick = WATCH_BUSY_TICK_S
+                    else:
+                        tick = min(tick * 2, WATCH_TICK_S)
                     last = version
-                    time.sleep(WATCH_TICK_S)
+                    time.sleep(tick)
             finally:
                 conn.close()
 

@@ -18,6 +18,7 @@ from ....log import Log
 from ....queues import peek
 from ....records import Message
 from ....resets import offset_for_time
+from ....schedules import describe as describe_schedules
 from ....store.base import NamedConsumers, Pending
 from . import figures, text
 from .history import History
@@ -231,6 +232,8 @@ def queue_group(log: Log, history: History, topic: str, group: str) -> dict[str,
         "received": None,  # the deliveries of the receive that rendered the page, with their receipts
         "leased": leased,
         "letters": letters,
+        # A job runner's periodic jobs on this queue, from its ticks topic (none: no section).
+        "schedules": describe_schedules(log, topic) if group == topic else [],
         "fields": fields,
         "charts": {
             "depth": history.points(f"queue:{topic}:{group}:depth"),
