@@ -26,16 +26,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from .bounds import MAX_OFFSET
 from .config import check_int, check_name
+from .core import Core
 from .errors import ConfigurationError, InvalidRequest, UnknownPartition, UnknownTopic
 from .records import Message
 from .store.base import AppendBatch, Cleanable, RedrivesRemotely, Replayed
-
-if TYPE_CHECKING:
-    from .log import Log
 
 ORIGIN_TOPIC = "tidelog-origin-topic"
 ORIGIN_PARTITION = "tidelog-origin-partition"
@@ -119,7 +117,7 @@ def dead_letter_of(message: Message) -> DeadLetter:
     )
 
 
-def dead_letters(log: Log, dead_letter: str, after: int = 0, limit: int = 100) -> list[DeadLetter]:
+def dead_letters(log: Core, dead_letter: str, after: int = 0, limit: int = 100) -> list[DeadLetter]:
     """The dead-letter topic's records after an offset, with their origin."""
     check_name("topic", dead_letter)
     return [dead_letter_of(m) for m in log.read(dead_letter, DEAD_LETTER_PARTITION, after, limit)]
@@ -139,7 +137,7 @@ def _check_offsets(offsets: Sequence[int]) -> list[int]:
     return sorted(offsets)
 
 
-def _selected(log: Log, dead_letter: str, offsets: list[int]) -> list[DeadLetter]:
+def _selected(log: Core, dead_letter: str, offsets: list[int]) -> list[DeadLetter]:
     out = []
     for o in offsets:
         found = log.read(dead_letter, DEAD_LETTER_PARTITION, o - 1, 1)
@@ -151,7 +149,7 @@ def _selected(log: Log, dead_letter: str, offsets: list[int]) -> list[DeadLetter
     return out
 
 
-def _every(log: Log, dead_letter: str) -> list[DeadLetter]:
+def _every(log: Core, dead_letter: str) -> list[DeadLetter]:
     out: list[DeadLetter] = []
     after = 0
     while len(out) < MAX_REDRIVE:
@@ -164,7 +162,7 @@ def _every(log: Log, dead_letter: str) -> list[DeadLetter]:
 
 
 def _pick(
-    log: Log, dead_letter: str, picked: list[int] | None, origin: str | None
+    log: Core, dead_letter: str, picked: list[int] | None, origin: str | None
 ) -> tuple[list[DeadLetter], list[int]]:
     """The dead letters a redrive or purge takes, and the offsets it leaves.
 
@@ -215,7 +213,7 @@ def _pick(
 
 
 def redrive(
-    log: Log,
+    log: Core,
     dead_letter: str,
     offsets: Sequence[int] | None = None,
     *,
@@ -298,7 +296,7 @@ def redrive(
 
 
 def purge(
-    log: Log,
+    log: Core,
     dead_letter: str,
     offsets: Sequence[int] | None = None,
     *,

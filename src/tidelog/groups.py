@@ -21,20 +21,25 @@ import secrets
 import socket
 import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 from .assignors import ASSIGNORS
 from .bounds import MAX_OFFSET
 from .config import check_int, check_name
 from .coordinator import rebalance
-from .errors import GroupError, InvalidRequest, NotAssigned, OffsetOutOfRange, StaleGeneration
+from .core import Core
+from .errors import (
+    GroupError,
+    InvalidRequest,
+    NotAssigned,
+    OffsetOutOfRange,
+    StaleGeneration,
+    UnknownTopic,
+)
 from .notify import long_poll
 from .positions import check_auto_reset, reset_position
 from .records import Message, make_messages
 from .store.base import GroupMember, GroupSync
-
-if TYPE_CHECKING:
-    from .log import Log
 
 TopicPartition = tuple[str, int]
 Callback = Callable[[list[TopicPartition]], Any]
@@ -50,7 +55,7 @@ class GroupConsumer:
 
     def __init__(
         self,
-        log: Log,
+        log: Core,
         group: str,
         topics: Iterable[str],
         *,
@@ -320,10 +325,40 @@ class GroupConsumer:
         self.close()
 
 
+class GroupLag(NamedTuple):
+    """A stream group's progress on one partition: committed offset, end offset, lag."""
+
+    group: str
+    topic: str
+    partition: int
+    committed: int
+    last_offset: int
+    lag: int
+
+
+def describe_group(log: Core, group: str, topics: Iterable[str] | None = None) -> list[GroupLag]:
+    """`Log.describe_group`: committed offset, end offset and lag per
+    partition of the topics `group` committed on, plus `topics`."""
+    check_name("group", group)
+    committed = {(o.topic, o.partition): o.committed for o in log.store.group_offsets(group)}
+    names = sorted({t for t, _ in committed} | set(topics or ()))
+    out = []
+    for name in names:
+        check_name("topic", name)
+        try:
+            parts = log.store.partitions(name)
+        except UnknownTopic:
+            continue
+        for p in parts:
+            done = committed.get((name, p.partition), 0)
+            out.append(GroupLag(group, name, p.partition, done, p.last_offset, max(0, p.last_offset - done)))
+    return out
+
+
 class Group:
     """A view of a stream group: members, generation, assignment, lag."""
 
-    def __init__(self, log: Log, name: str):
+    def __init__(self, log: Core, name: str):
         self.log = log
         self.name = check_name("group", name)
 
@@ -362,9 +397,9 @@ class Group:
                     "last_offset": lag.last_offset,
                     "lag": lag.lag,
                 }
-                for lag in self.log.describe_group(self.name, topics)
+                for lag in describe_group(self.log, self.name, topics)
             ],
         }
 
 
-__all__ = ["Group", "GroupConsumer", "NotAssigned", "StaleGeneration"]
+__all__ = ["Group", "GroupConsumer", "GroupLag", "NotAssigned", "StaleGeneration", "describe_group"]

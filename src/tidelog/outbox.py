@@ -22,7 +22,9 @@ from __future__ import annotations
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .core import Core
 from .errors import ConfigurationError, InvalidRequest
+from .producer import Producer
 from .queues import queue_headers
 from .records import BatchSent, Prepared, Sent
 from .store.base import AppendBatch, Transactional
@@ -30,15 +32,13 @@ from .store.base import AppendBatch, Transactional
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
-    from .log import Log
-
 
 class Transaction:
     """Sends that commit with the application's own transaction on `conn`.
 
     Use it once, as a context manager (`Log.transaction`)."""
 
-    def __init__(self, log: Log, conn: Any):
+    def __init__(self, log: Core, conn: Any):
         if not isinstance(log.store, Transactional):
             raise ConfigurationError(
                 "this store cannot send inside an application's transaction: use the SQLite or "
@@ -111,7 +111,7 @@ class Transaction:
         now = self.log.clock()
         headers = queue_headers(headers, now, delay=delay, priority=priority)
         self.log.catalog.shape(topic)  # UnknownTopic now: see the module's docstring
-        prepared: Prepared = self.log.producer().prepare(
+        prepared: Prepared = Producer(self.log).prepare(
             topic, values, key=key, partition=partition, headers=headers
         )
         batch = AppendBatch(prepared.topic, prepared.partition, now, prepared.values, prepared.metas)

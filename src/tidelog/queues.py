@@ -17,7 +17,7 @@ import hashlib
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 from . import bounds
 from .bounds import (
@@ -32,9 +32,11 @@ from .bounds import (
     check_seconds,
 )
 from .config import check_int, check_name
+from .core import Core
 from .deadletters import Redriven, redrive
 from .errors import ConfigurationError, GroupConflict, InvalidRequest, LeaseLost, UnknownTopic
 from .notify import long_poll
+from .producer import Producer
 from .records import (
     F_HEADERS,
     BatchSent,
@@ -64,9 +66,6 @@ from .store.base import (
     Settle,
     SettlesAndReceives,
 )
-
-if TYPE_CHECKING:
-    from .log import Log, Producer
 
 # DELIVER_AT, the header carrying a send's delay: queue groups do not
 # deliver the record before this time (ms since epoch); stream groups see it
@@ -167,7 +166,7 @@ class Delivery(NamedTuple):
         return self.message.headers
 
 
-def queue_stats(log: Log, topic: str, group: str) -> QueueStats:
+def queue_stats(log: Core, topic: str, group: str) -> QueueStats:
     """A queue group's counts without opening a handle (which would register the group)."""
     return log.store.queue_stats(check_name("group", group), check_name("topic", topic), log.clock(), _due_of)
 
@@ -185,14 +184,14 @@ class Peeked(NamedTuple):
     delayed: bool  # not due yet: a receive would not hand it out now
 
 
-def _upkeep(log: Log) -> QueueUpkeep:
+def _upkeep(log: Core) -> QueueUpkeep:
     store = log.store
     if not isinstance(store, QueueUpkeep):
         raise ConfigurationError(f"the {type(store).__name__} store cannot peek into or purge queue groups")
     return store
 
 
-def peek(log: Log, topic: str, group: str | None = None, limit: int = 10) -> list[Peeked]:
+def peek(log: Core, topic: str, group: str | None = None, limit: int = 10) -> list[Peeked]:
     """Up to `limit` records the queue group holds for a receive, leasing
     nothing and registering nothing: the due ones in the order a receive
     takes them (priority, then due time, then partition and offset), then the
@@ -208,7 +207,7 @@ def peek(log: Log, topic: str, group: str | None = None, limit: int = 10) -> lis
     ]
 
 
-def in_flight(log: Log, topic: str, group: str | None = None, limit: int = 100) -> list[Pending]:
+def in_flight(log: Core, topic: str, group: str | None = None, limit: int = 100) -> list[Pending]:
     """Up to `limit` records the queue group has leased now (their lease not
     run out), by partition and offset: who holds each (None for an unnamed
     `receive`), when it was delivered, how many times, until when. Registers
@@ -219,7 +218,7 @@ def in_flight(log: Log, topic: str, group: str | None = None, limit: int = 100) 
     return _upkeep(log).queue_in_flight(name, topic, log.clock(), limit)
 
 
-def purge(log: Log, topic: str, group: str | None = None) -> int:
+def purge(log: Core, topic: str, group: str | None = None) -> int:
     """Finish every record the queue group holds now, in one transaction:
     waiting, delayed and in flight (a later ack of a purged lease is a
     no-op). Records stay in the topic for its other groups; records appended
@@ -282,7 +281,7 @@ def dedup_txn(topic: str, dedup_id: str) -> str:
     return f"dedup:{digest}"
 
 
-def dedup_write(log: Log, topic: str, dedup_id: str) -> tuple[str, int]:
+def dedup_write(log: Core, topic: str, dedup_id: str) -> tuple[str, int]:
     """(txn id, txn_since) that make `Log.write` of a send to `topic` with
     `dedup_id` happen once within the topic's dedup window."""
     check_dedup_id(dedup_id)
@@ -307,7 +306,7 @@ def queue_headers(headers: Any, now: int, *, delay: float = 0, priority: int = 0
 
 
 def prepare_send(
-    log: Log,
+    log: Core,
     topic: str,
     values: list[Any],
     *,
@@ -331,7 +330,7 @@ def prepare_send(
             for v in values
         ]
     headers = queue_headers(headers, now, delay=delay, priority=priority)
-    return (producer or log.producer()).prepare(topic, values, key=key, headers=headers, partition=partition)
+    return (producer or Producer(log)).prepare(topic, values, key=key, headers=headers, partition=partition)
 
 
 @functools.cache
@@ -347,7 +346,7 @@ def _new_receipt() -> str:
 class Queue:
     """A handle on a queue group of a topic. Thread-safe."""
 
-    def __init__(self, log: Log, topic: str, group: str | None = None, **options: Any):
+    def __init__(self, log: Core, topic: str, group: str | None = None, **options: Any):
         check_name("topic", topic)
         self.group = check_name("group", group if group is not None else topic)
         self.log = log
@@ -411,7 +410,7 @@ class Queue:
             )
             return Sent(sent.topic, sent.partition, sent.first_offset, sent.timestamp)
         headers = self._delay_headers(headers, delay, priority)
-        return self.log.producer().send(self.topic, value, key=key, headers=headers, partition=partition)
+        return Producer(self.log).send(self.topic, value, key=key, headers=headers, partition=partition)
 
     def send_batch(
         self,

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .bounds import MAX_OFFSET, check_seconds
 from .config import check_name
+from .core import Core
 from .errors import (
     ConfigurationError,
     InvalidRequest,
@@ -47,7 +48,6 @@ from .queues import _due_of
 from .store.base import JobLook, JobRow, JobsRemotely, JobStore
 
 if TYPE_CHECKING:
-    from .log import Log
     from .queues import Delivery, Queue
 
 # The statuses, in the order a job usually goes through them.
@@ -106,7 +106,7 @@ def check_ttl(result_ttl: Any) -> int:
     return int(check_seconds("result_ttl", result_ttl, MAX_RESULT_TTL_S, positive=True) * 1000)
 
 
-def _store(log: Log) -> JobStore:
+def _store(log: Core) -> JobStore:
     store = log.store
     if not isinstance(store, JobStore):
         raise ConfigurationError(f"the {type(store).__name__} store does not keep job results")
@@ -125,7 +125,7 @@ def _unknown(topic: str, job: str) -> UnknownJob:
     )
 
 
-def info(log: Log, topic: str, group: str, job: str) -> JobInfo:
+def info(log: Core, topic: str, group: str, job: str) -> JobInfo:
     """The job's status; UnknownJob when the queue holds no such job."""
     partition, offset = _checked(topic, group, job)
     store = log.store
@@ -139,7 +139,7 @@ def info(log: Log, topic: str, group: str, job: str) -> JobInfo:
     return _status(log, topic, job, partition, offset, look, now)
 
 
-def _status(log: Log, topic: str, job: str, partition: int, offset: int, look: JobLook, now: int) -> JobInfo:
+def _status(log: Core, topic: str, job: str, partition: int, offset: int, look: JobLook, now: int) -> JobInfo:
     row, held = look.row, look.held
     attempts = row.attempts if row is not None else 0
     body = _body(row)
@@ -172,7 +172,7 @@ def _status(log: Log, topic: str, job: str, partition: int, offset: int, look: J
     return JobInfo(job, DONE, 0, None, "no result is kept for it (finished longer ago than result_ttl)")
 
 
-def _record(log: Log, topic: str, partition: int, offset: int) -> Any:
+def _record(log: Core, topic: str, partition: int, offset: int) -> Any:
     rows = log.store.read(topic, partition, offset - 1, 1)
     return rows[0] if rows and rows[0][0] == offset else None
 
@@ -187,7 +187,7 @@ def _body(row: JobRow | None) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
-def cancel(log: Log, topic: str, group: str, job: str, ttl_ms: int) -> JobInfo:
+def cancel(log: Core, topic: str, group: str, job: str, ttl_ms: int) -> JobInfo:
     """Cancel a job that waits, is delayed or waits for a retry: no runner
     will run it (the next one to receive it acks it unrun). JobConflict when
     it runs or has finished; cancelling a cancelled job again is a no-op."""
@@ -210,7 +210,7 @@ def cancel(log: Log, topic: str, group: str, job: str, ttl_ms: int) -> JobInfo:
     return JobInfo(job, CANCELLED, current.attempts, None, None, now)
 
 
-def start(log: Log, topic: str, group: str, job: str, attempts: int, ttl_ms: int) -> JobRow:
+def start(log: Core, topic: str, group: str, job: str, attempts: int, ttl_ms: int) -> JobRow:
     """A runner's record that it runs a job again (a redelivery): the row
     there afterwards. Should the runner die too, the job's status says
     dead-lettered once the queue gives up on it, not done."""
@@ -223,7 +223,7 @@ def start(log: Log, topic: str, group: str, job: str, attempts: int, ttl_ms: int
     return _store(log).job_put(group, topic, partition, offset, row, (RUNNING, FAILED))
 
 
-def begin(log: Log, topic: str, group: str, job: str, attempts: int, ttl_ms: int) -> str:
+def begin(log: Core, topic: str, group: str, job: str, attempts: int, ttl_ms: int) -> str:
     """What a runner does with a job it leased, before running it: the job's
     status. A final one (cancelled, or done by an earlier delivery whose ack
     was lost) means do not run it; a redelivery also records its start."""
@@ -262,7 +262,7 @@ def done(queue: Queue, delivery: Delivery, value: Any, ttl_ms: int) -> None:
 
 
 def finish(
-    log: Log, topic: str, group: str, job: str, state: str, body: Any, attempts: int, ttl_ms: int
+    log: Core, topic: str, group: str, job: str, state: str, body: Any, attempts: int, ttl_ms: int
 ) -> JobRow:
     """A runner's record of how a run ended: DONE with {"result": value},
     FAILED (a retry follows) or DEAD_LETTERED with {"error": text}. It
@@ -293,7 +293,7 @@ def _end_text(body: dict[str, Any]) -> str:
     return text
 
 
-def prune(log: Log, limit: int = 2000) -> int:
+def prune(log: Core, limit: int = 2000) -> int:
     """Forget the jobs' rows whose time ran out, `limit` at a time; how many went."""
     store = log.store
     if not isinstance(store, JobStore):

@@ -23,16 +23,14 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import results
 from .config import TopicConfig
+from .core import Core
 from .errors import ConfigurationError, TidelogError, UnknownTopic
 from .records import decode_meta
 from .store.base import Cleanable, Reclaimable
-
-if TYPE_CHECKING:
-    from .log import Log
 
 DEFAULT_CHUNK = 2000
 DEFAULT_TXN_WINDOW_MS = 7 * 86_400_000  # how long an idempotent write's id is remembered
@@ -57,7 +55,7 @@ class CleanReport:
 
 
 def clean(
-    log: Log,
+    log: Core,
     topic: str | None = None,
     *,
     chunk: int = DEFAULT_CHUNK,
@@ -84,7 +82,7 @@ def clean(
     return reports
 
 
-def prune_txns(log: Log, window_ms: int, *, chunk: int = DEFAULT_CHUNK) -> int:
+def prune_txns(log: Core, window_ms: int, *, chunk: int = DEFAULT_CHUNK) -> int:
     """Forget idempotent-write ids recorded more than `window_ms` ago, `chunk`
     at a time (each its own short transaction); returns how many went."""
     store = log.store
@@ -98,7 +96,7 @@ def prune_txns(log: Log, window_ms: int, *, chunk: int = DEFAULT_CHUNK) -> int:
             return pruned
 
 
-def clean_topic(log: Log, name: str, *, chunk: int = DEFAULT_CHUNK) -> CleanReport:
+def clean_topic(log: Core, name: str, *, chunk: int = DEFAULT_CHUNK) -> CleanReport:
     """Apply a topic's retention and compaction now."""
     started = time.perf_counter()
     info = log.topic(name)
@@ -223,7 +221,7 @@ class Cleaner:
 
     def __init__(
         self,
-        log: Log,
+        log: Core,
         interval: float = 60.0,
         *,
         chunk: int = DEFAULT_CHUNK,

@@ -39,11 +39,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .config import check_name
+from .core import Core
 from .errors import ConfigurationError, InvalidRequest, TopicConflict
+from .producer import Producer
 from .queues import dedup_txn
 
 if TYPE_CHECKING:
-    from .log import Log
     from .queues import Queue
 
 MISSED = ("skip", "catch_up")
@@ -161,7 +162,7 @@ class ScheduleInfo(NamedTuple):
     next_tick: int | None  # ms since epoch
 
 
-def last_ticks(log: Log, queue_topic: str, after: int = 0) -> tuple[dict[str, dict[str, Any]], int]:
+def last_ticks(log: Core, queue_topic: str, after: int = 0) -> tuple[dict[str, dict[str, Any]], int]:
     """The latest marker of each schedule on the queue's ticks topic (past
     offset `after`), and the offset read up to. No topic: none yet."""
     topic = ticks_topic(queue_topic)
@@ -184,7 +185,7 @@ def last_ticks(log: Log, queue_topic: str, after: int = 0) -> tuple[dict[str, di
             return found, after
 
 
-def describe(log: Log, queue_topic: str, schedules: dict[str, Schedule] | None = None) -> list[ScheduleInfo]:
+def describe(log: Core, queue_topic: str, schedules: dict[str, Schedule] | None = None) -> list[ScheduleInfo]:
     """The schedules of a queue, from its ticks topic (and `schedules`, registered
     here, that may not have ticked yet), with their last and next tick."""
     markers, _ = last_ticks(log, queue_topic)
@@ -275,7 +276,7 @@ class Scheduler:
     def _enqueue(self, s: Schedule, tick: int) -> Tick:
         q = self.queue
         job = q.prepare([{"job": s.name, "payload": {"schedule": s.name, "tick": tick}}])
-        marker = self.log.producer().prepare(self.topic, [s.marker(tick)], key=s.name)
+        marker = Producer(self.log).prepare(self.topic, [s.marker(tick)], key=s.name)
         # Both or neither, once: a second runner's write of this tick appends nothing.
         sent = self.log.write([job, marker], tick_txn(q.topic, s.name, tick), txn_since=max(1, tick - 1))
         return Tick(s.name, tick, sent[0].partition, sent[0].first_offset)

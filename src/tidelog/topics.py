@@ -3,7 +3,7 @@
 Producers, groups, queues and the Redis streams front all need a topic's
 partition count and record size limit on every call; asking the store each
 time would cost a query a send. `TopicCatalog` keeps them in memory, one per
-`Log`, and is the only place that decides when a missing topic is created.
+`Core` (a Log is one), and is the only place that decides when a missing topic is created.
 
 The policy every front shares (README, "Topics made on first write"): a
 write to a missing topic creates it with the default settings when
@@ -51,7 +51,7 @@ class TopicDescription:
 
 
 class TopicCatalog:
-    """The shape of each topic a `Log` has seen, and the auto-create policy.
+    """The shape of each topic a `Core` has seen, and the auto-create policy.
 
     `create(name, partitions)` makes a missing topic with default settings;
     it is called only when `auto_create` is on and a writer asks for it.

@@ -20,9 +20,9 @@ from ..limits import Limits
 from ..runtime.hub import AppendHub
 from ..runtime.writer import GroupCommitWriter
 from .connections import Connections
-from .members import Members
 from .metrics import Metrics
-from .subscribe import Pumps
+from .pumps import Pumps
+from .remote_members import Members
 
 T = TypeVar("T")
 
@@ -65,7 +65,7 @@ class Context:
         self._groups: set[str] = set()
         self._queues: dict[tuple[str, str], Queue] = {}
         self.cleaner: Cleaner | None = None
-        self.pumps = Pumps(self)
+        self.pumps = Pumps(self, settings.max_wait)
         self.members = Members()
         # Queue handles make their dead-letter topics whatever the policy (as
         # the Python API's do); a handle is only opened on a topic that exists.

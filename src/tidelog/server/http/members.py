@@ -18,9 +18,7 @@ member left, expired or stayed silent for two session timeouts is dropped.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -31,59 +29,11 @@ from ...errors import InvalidRequest, StaleGeneration
 from ...groups import GroupConsumer
 from ...log import MAX_BATCH
 from .bodies import field, int_field, json_object, limit_field, no_unknown, number_field
+from .context import Context
 from .responses import ctx_of, json_response, messages_out
 
-if TYPE_CHECKING:
-    from .context import Context  # the context holds the members: a type here, no import
-
 DEFAULT_SESSION_S = 10.0
-SWEEP_EVERY_S = 5.0
-MAX_MEMBERS = 10_000
 MAX_OFFSET = (1 << 53) - 1
-
-
-@dataclass
-class Member:
-    handle: GroupConsumer
-    seen: float  # time.monotonic() of its last request
-
-
-class Members:
-    """The server's handles on remote members, by (group, member id)."""
-
-    def __init__(self) -> None:
-        self.handles: dict[tuple[str, str], Member] = {}
-        self._swept = time.monotonic()
-
-    def add(self, handle: GroupConsumer) -> None:
-        self.sweep()
-        if len(self.handles) >= MAX_MEMBERS:
-            raise InvalidRequest(f"this server holds {MAX_MEMBERS} remote members already; try later")
-        self.handles[(handle.group, handle.member_id)] = Member(handle, time.monotonic())
-
-    def get(self, group: str, member: str) -> GroupConsumer:
-        self.sweep()
-        entry = self.handles.get((group, member))
-        if entry is None:
-            raise StaleGeneration(
-                f"member {member!r} is not in group {group!r} on this server (it left, expired, "
-                "or joined before a restart): join again"
-            )
-        entry.seen = time.monotonic()
-        return entry.handle
-
-    def drop(self, group: str, member: str) -> None:
-        self.handles.pop((group, member), None)
-
-    def sweep(self) -> None:
-        """Forget handles silent for two session timeouts: the store expired them."""
-        now = time.monotonic()
-        if now - self._swept < SWEEP_EVERY_S:
-            return
-        self._swept = now
-        for key, entry in list(self.handles.items()):
-            if now - entry.seen > 2 * entry.handle.session_ms / 1000 + SWEEP_EVERY_S:
-                del self.handles[key]
 
 
 def view(handle: GroupConsumer) -> dict[str, Any]:

@@ -6,7 +6,8 @@ import argparse
 import asyncio
 import signal
 
-from .server import DEFAULT_PORT, start_resp_server, stop_resp_server
+from .listener import start_resp_server
+from .server import DEFAULT_PORT, stop_resp_server
 
 DESCRIPTION = "The Redis protocol front over a tidelog log: redis-cli and redis-py speak to it."
 

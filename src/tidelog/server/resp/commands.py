@@ -12,8 +12,7 @@ from __future__ import annotations
 import hmac
 import re
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ... import __version__
 from ...errors import InvalidStreamId, UnknownGroup, UnknownTopic
@@ -28,16 +27,12 @@ from .codec import (
     arity_error,
     text,
 )
+from .server import NO_REPLY, Commands, Connection
 from .subscribe import subscribe
 
-if TYPE_CHECKING:
-    from .server import Connection
-
-NO_REPLY = object()  # the handler wrote its replies itself
 OK = Simple("OK")
 PONG = Simple("PONG")
 REDIS_VERSION = "7.0.0"  # the protocol level we speak, for clients that look
-Handler = Callable[["Connection", list[bytes]], Awaitable[Any]]
 
 
 # argument helpers ------------------------------------------------------------
@@ -772,7 +767,7 @@ async def cmd_settle_outside(conn: Connection, args: list[bytes]) -> Any:
 
 
 # name -> (handler, arity as Redis counts it: the name included, negative = at least, first key)
-COMMANDS: dict[str, tuple[Handler, int, int]] = {
+COMMANDS: Commands = {
     "ping": (cmd_ping, -1, 0),
     "echo": (cmd_echo, 2, 0),
     "quit": (cmd_quit, -1, 0),
@@ -845,6 +840,3 @@ SUMMARIES = {
     "dack": "After SUBSCRIBE: deliver the pushed message again after the given seconds (1 when none).",
     "extend": "After SUBSCRIBE: keep the pushed message (its lease, and max_hold, start again).",
 }
-
-# Commands that may run before AUTH when a token is set.
-NO_AUTH = {"auth", "hello", "quit"}

@@ -28,7 +28,7 @@ import itertools
 import logging
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -39,8 +39,7 @@ from ...streams import Add, Streams
 from ..limits import Limits
 from ..runtime.hub import AppendHub
 from ..runtime.threads import LoopThreads
-from .codec import RespError, encode, error, translate
-from .commands import COMMANDS, NO_AUTH, NO_REPLY, arity_error, text
+from .codec import RespError, arity_error, encode, error, text, translate
 
 try:
     from .framing import ConnectionClosed, ProtocolError, RequestReader
@@ -58,6 +57,15 @@ LONGEST_WAIT_S = 86_400.0  # one wait of a blocked read; a longer BLOCK waits ag
 DEFERRED = frozenset((b"xadd", b"publish"))
 SUBSCRIBE_FRAMES = ("miniqueue", "redis")
 MAX_CLIENTS = b"-ERR max number of clients reached\r\n"  # Redis's words, then the connection closes
+
+# A command's handler, and the table a server runs its commands from:
+# name -> (handler, arity, first key) (commands.py holds tidelog's). The
+# server is given its table, so the commands can name the Connection they
+# take without an import running back.
+Handler = Callable[["Connection", list[bytes]], Awaitable[Any]]
+Commands = Mapping[str, tuple[Handler, int, int]]
+NO_REPLY = object()  # what a handler returns when it wrote its replies itself
+NO_AUTH = frozenset({"auth", "hello", "quit"})  # the commands that may run before AUTH when a token is set
 
 
 class Deferred:
@@ -143,6 +151,7 @@ class RespServer:
     def __init__(
         self,
         log: Log,
+        commands: Commands,
         token: str | None = None,
         hub: AppendHub | None = None,
         limits: Limits | None = None,
@@ -155,6 +164,7 @@ class RespServer:
                 f"subscribe_frames must be one of {', '.join(SUBSCRIBE_FRAMES)}, not {subscribe_frames!r}"
             )
         self.log = log
+        self.commands = commands
         self.streams = Streams(log)
         self.producer = log.producer()
         self.token = token or None
@@ -405,7 +415,7 @@ class Connection:
 
     async def execute(self, command: list[bytes]) -> None:
         name = command[0].lower()
-        spec = COMMANDS.get(text(name))
+        spec = self.server.commands.get(text(name))
         try:
             if spec is None:
                 raise RespError(_unknown(command))
@@ -477,27 +487,3 @@ async def stop_resp_server(server: asyncio.AbstractServer) -> None:
     if state is not None:
         await state.aclose()
     await server.wait_closed()
-
-
-async def start_resp_server(
-    log: Log,
-    host: str = "127.0.0.1",
-    port: int = DEFAULT_PORT,
-    token: str | None = None,
-    hub: AppendHub | None = None,
-    reuse_port: bool = False,
-    limits: Limits | None = None,
-    sock: socket.socket | None = None,
-    subscribe_frames: str = "miniqueue",
-) -> asyncio.Server:
-    """Listen for the Redis protocol on host:port (0 picks a free port; the
-    bound one is `server.sockets[0].getsockname()[1]`). With a token, clients
-    must AUTH with it (any user name but `default` is refused). `hub`: a
-    running wake-up hub on the same log to share (the HTTP front's).
-    `reuse_port`: listen beside other processes on the same port
-    (SO_REUSEPORT). `limits`: the bounds of server/limits.py (defaults when
-    None). `sock`: a listening socket to accept on instead of binding
-    host:port. `subscribe_frames`: SUBSCRIBE's frames on RESP2, "miniqueue"
-    (the value as a bulk string) or "redis" (Redis's pub/sub frames; a RESP3
-    connection always gets those)."""
-    return await RespServer(log, token, hub, limits, subscribe_frames).start(host, port, reuse_port, sock)

@@ -27,14 +27,12 @@ from that client would settle the next message, one it never saw.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import LeaseLost, TidelogError
 from ...queues import MAX_VISIBILITY_S, Delivery, Queue
 from .codec import OK, PONG, Push, RespError, arity_error, bulk, encode, error, text, translate
-
-if TYPE_CHECKING:
-    from .server import Connection
+from .server import Connection
 
 VISIBILITY_S = 30.0  # the lease on a pushed message, extended while the client holds it
 SETTLE = frozenset((b"ACK", b"NACK", b"BACK", b"DACK"))

@@ -17,15 +17,12 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from ...errors import InvalidRequest, StoreError, UnknownTopic
 from ..base import AppendBatch, Replayed
 from . import txns
-from .base import BUSY_TIMEOUT_S, OFFSET_BITS, RowInserts
-
-if TYPE_CHECKING:
-    from .log import SQLiteLog
+from .base import BUSY_TIMEOUT_S, OFFSET_BITS, RowInserts, SQLiteBase
 
 STAGED = RowInserts.into("temp.staged")
 LOCK_POLL_S = 0.002  # between tries for the lock once every batch is staged
@@ -45,8 +42,9 @@ class _Staged(NamedTuple):
     rows: int
 
 
-def append_stream(log: SQLiteLog, batches: Iterable[AppendBatch], txn: str) -> list[int] | Replayed:
-    """`SQLiteLog.append_stream`."""
+def append_stream(log: SQLiteBase, batches: Iterable[AppendBatch], txn: str) -> list[int] | Replayed:
+    """`SQLiteLog.append_stream`, over what every SQLite role shares (connections,
+    the lock, the partition ids and the append in `base.py`)."""
     if log._closed:
         raise StoreError("the store is closed")
     with log._read() as conn:
@@ -67,7 +65,7 @@ def append_stream(log: SQLiteLog, batches: Iterable[AppendBatch], txn: str) -> l
 
 
 class _Stream:
-    def __init__(self, log: SQLiteLog, conn: sqlite3.Connection, txn: str):
+    def __init__(self, log: SQLiteBase, conn: sqlite3.Connection, txn: str):
         self.log, self.conn, self.txn = log, conn, txn
         self.locked = False
         self.staged: list[_Staged] = []
