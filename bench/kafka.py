@@ -4,13 +4,23 @@
   `Log.read` 1000 records at a time, on a SQLite file;
 - Kafka: a confluent-kafka (librdkafka) producer (batch.num.messages=100,
   lz4, acks=all) to a `tidelog serve --workers 1` on another SQLite file,
-  then a consumer (assign, from the beginning) reading them all back.
+  then a consumer (assign, from the beginning, librdkafka's default fetch
+  sizes: 1 MiB a partition) reading them all back.
 
-Records are 100-byte values with a 10-byte key. The server's CPU time
-(user + system, from /proc) over each Kafka phase is divided by the records
-to give its CPU a record. Prints figures and ratios, never passes or fails.
+Records are 100-byte values with a 10-byte key. The reads are measured
+`--rounds` times, taking turns (core, Kafka, and the `--before` server's
+Kafka), so that each sees the same load; the medians are compared. Both
+read records that are in the page cache: the core from its file, the
+server from the one it was sent them through. The server's CPU time (user
++ system, from /proc) over each Kafka phase is divided by the records to
+give its CPU a record; the core's is this process's. Prints figures and
+ratios, never passes or fails.
 
-    python bench/kafka.py [--records 200000]
+    python bench/kafka.py [--records 200000] [--rounds 3] [--before DIR]
+
+`--before DIR` also serves the same file from another source tree (a
+`src` directory, e.g. `git archive main src | tar -x -C /tmp/before`, then
+`--before /tmp/before/src`) and measures it the same way in the same run.
 """
 
 from __future__ import annotations
@@ -18,10 +28,13 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import confluent_kafka as ck
 
@@ -44,7 +57,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def core(path: str, records: int) -> tuple[float, float, float, float]:
+def core_write(path: str, records: int) -> tuple[float, float]:
     with tidelog.open(path) as log:
         log.create_topic("bench", 1)
         producer = log.producer()
@@ -52,33 +65,31 @@ def core(path: str, records: int) -> tuple[float, float, float, float]:
         start, cpu = time.perf_counter(), time.process_time()
         for _ in range(records // BATCH):
             log.write([producer.prepare("bench", batch, partition=0)])
-        write_rate = records / (time.perf_counter() - start)
-        write_cpu = (time.process_time() - cpu) / records
+        return records / (time.perf_counter() - start), (time.process_time() - cpu) / records
+
+
+def core_read(path: str, records: int) -> tuple[float, float]:
+    with tidelog.open(path) as log:
         start, cpu = time.perf_counter(), time.process_time()
         after = read = 0
         while read < records:
             got = log.read("bench", 0, after, 1000)
             read += len(got)
             after = got[-1].offset
-        read_rate = records / (time.perf_counter() - start)
-        read_cpu = (time.process_time() - cpu) / records
-    return write_rate, read_rate, write_cpu, read_cpu
+        return records / (time.perf_counter() - start), (time.process_time() - cpu) / records
 
 
-def kafka(path: str, records: int) -> tuple[float, float, float, float]:
+@contextmanager
+def serve(path: str, src: str | None = None) -> Iterator[tuple[str, int]]:
+    """A `tidelog serve --workers 1` on `path` (from the source tree `src` when given): its bootstrap and pid."""
     port, kafka_port = free_port(), free_port()
     argv = [sys.executable, "-m", "tidelog.cli", "serve", "--db", path, "--workers", "1", "--port", str(port)]
-    argv += [
-        "--resp-port",
-        "0",
-        "--kafka-port",
-        str(kafka_port),
-        "--clean-interval",
-        "0",
-        "--log-level",
-        "warning",
-    ]
-    server = subprocess.Popen(argv, env={**os.environ, "TIDELOG_KAFKA_PORT": str(kafka_port)})
+    argv += ["--resp-port", "0", "--kafka-port", str(kafka_port), "--clean-interval", "0"]
+    argv += ["--log-level", "warning"]
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = os.path.abspath(src)
+    server = subprocess.Popen(argv, env=env)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -86,62 +97,117 @@ def kafka(path: str, records: int) -> tuple[float, float, float, float]:
                 socket.create_connection(("127.0.0.1", kafka_port), timeout=1).close()
                 break
             except OSError:
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline or server.poll() is not None:
                     raise
                 time.sleep(0.05)
-        bootstrap = f"127.0.0.1:{kafka_port}"
-        producer = ck.Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "batch.num.messages": BATCH,
-                "compression.type": "lz4",
-                "linger.ms": 5,
-                "acks": "all",
-                "queue.buffering.max.messages": 1_000_000,
-            }
-        )
-        producer.produce("bench", value=VALUE, key=b"warm-up", partition=0)
-        producer.flush(30)
-        cpu = cpu_seconds(server.pid)
-        start = time.perf_counter()
-        for i in range(records):
-            producer.produce("bench", value=VALUE, key=b"key-%06d" % (i % BATCH), partition=0)
-            if i % 10_000 == 0:
-                producer.poll(0)
-        producer.flush(120)
-        produce_rate = records / (time.perf_counter() - start)
-        produce_cpu = (cpu_seconds(server.pid) - cpu) / records
-        consumer = ck.Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False}
-        )
+        settle(server.pid)
+        yield f"127.0.0.1:{kafka_port}", server.pid
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def settle(pid: int, timeout: float = 10.0) -> None:
+    """Wait until a server started is done starting (its first console sample,
+    its fronts' imports): under 5 ms of CPU in 100 ms, so that a phase
+    measures the phase alone."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        cpu = cpu_seconds(pid)
+        time.sleep(0.1)
+        if cpu_seconds(pid) - cpu < 0.005:
+            return
+
+
+def produce(bootstrap: str, pid: int, records: int) -> tuple[float, float]:
+    producer = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "batch.num.messages": BATCH,
+            "compression.type": "lz4",
+            "linger.ms": 5,
+            "acks": "all",
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    producer.produce("bench", value=VALUE, key=b"warm-up", partition=0)
+    producer.flush(30)
+    cpu = cpu_seconds(pid)
+    start = time.perf_counter()
+    for i in range(records):
+        producer.produce("bench", value=VALUE, key=b"key-%06d" % (i % BATCH), partition=0)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+    return records / (time.perf_counter() - start), (cpu_seconds(pid) - cpu) / records
+
+
+def fetch(bootstrap: str, pid: int, records: int) -> tuple[float, float]:
+    # A first consumer takes the warm-up record with small fetches: the
+    # server has answered a fetch (its code loaded) before the clock starts,
+    # and the measured consumer has nothing prefetched.
+    warm = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-warm-up",
+            "enable.auto.commit": False,
+            "max.partition.fetch.bytes": 1024,
+        }
+    )
+    warm.assign([ck.TopicPartition("bench", 0, 0)])
+    while not warm.consume(1, 1.0):
+        pass
+    warm.close()
+    settle(pid)
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
+    try:
         consumer.assign([ck.TopicPartition("bench", 0, 1)])  # past the warm-up record
-        cpu = cpu_seconds(server.pid)
+        cpu = cpu_seconds(pid)
         start = time.perf_counter()
         got = 0
         while got < records:
             for msg in consumer.consume(10_000, 1.0):
                 if msg.error() is None:
                     got += 1
-        fetch_rate = records / (time.perf_counter() - start)
-        fetch_cpu = (cpu_seconds(server.pid) - cpu) / records
-        consumer.close()
-        return produce_rate, fetch_rate, produce_cpu, fetch_cpu
+        return records / (time.perf_counter() - start), (cpu_seconds(pid) - cpu) / records
     finally:
-        server.terminate()
-        server.wait(30)
+        consumer.close()
+
+
+def median(figures: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(f[0] for f in figures), statistics.median(f[1] for f in figures)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3, help="reads of each kind, taking turns")
+    parser.add_argument("--before", metavar="DIR", help="another source tree's src directory, measured alike")
     args = parser.parse_args()
     records = args.records - args.records % BATCH
+    load_before = os.getloadavg()
+    kinds = ["kafka"] + (["before"] if args.before else [])
+    reads: dict[str, list[tuple[float, float]]] = {"core": [], **{k: [] for k in kinds}}
     with tempfile.TemporaryDirectory() as tmp:
-        write_rate, read_rate, write_cpu, read_cpu = core(os.path.join(tmp, "core.db"), records)
-        produce_rate, fetch_rate, produce_cpu, fetch_cpu = kafka(os.path.join(tmp, "kafka.db"), records)
-    print(f"{records} records of {len(VALUE)} bytes with a 10-byte key, SQLite, one run")
+        core_path, kafka_path = os.path.join(tmp, "core.db"), os.path.join(tmp, "kafka.db")
+        write = core_write(core_path, records)
+        with serve(kafka_path) as (bootstrap, pid):
+            produced = produce(bootstrap, pid, records)
+        for _ in range(args.rounds):
+            reads["core"].append(core_read(core_path, records))
+            for kind in kinds:
+                with serve(kafka_path, args.before if kind == "before" else None) as (bootstrap, pid):
+                    reads[kind].append(fetch(bootstrap, pid, records))
+    load_after = os.getloadavg()
+    read_rate, read_cpu = median(reads["core"])
     print(
-        f"core   Log.write (batches of {BATCH}) {write_rate:>10,.0f} records/s  CPU {write_cpu * 1e6:.1f} us/record"
+        f"{records} records of {len(VALUE)} bytes with a 10-byte key, SQLite, one run, {args.rounds} rounds"
+    )
+    print(
+        f"load average before {load_before[0]:.2f} {load_before[1]:.2f}, after {load_after[0]:.2f} {load_after[1]:.2f}"
+    )
+    print(
+        f"core   Log.write (batches of {BATCH}) {write[0]:>10,.0f} records/s  CPU {write[1] * 1e6:.1f} us/record"
     )
     print(
         f"core   Log.read (1000 a call)      {read_rate:>10,.0f} records/s  CPU {read_cpu * 1e6:.1f} us/record"
@@ -149,15 +215,20 @@ def main() -> None:
     # Two ratios: by wall clock (what a client sees, the client's own CPU and
     # the loopback included) and by CPU a record (the server's against the core's).
     print(
-        f"kafka  produce (librdkafka, lz4)    {produce_rate:>10,.0f} records/s  server CPU "
-        f"{produce_cpu * 1e6:.1f} us/record  {produce_rate / write_rate:.2f} of the core's rate, "
-        f"{write_cpu / produce_cpu:.2f} by CPU"
+        f"kafka  produce (librdkafka, lz4)    {produced[0]:>10,.0f} records/s  server CPU "
+        f"{produced[1] * 1e6:.1f} us/record  {produced[0] / write[0]:.2f} of the core's rate, "
+        f"{write[1] / produced[1]:.2f} by CPU"
     )
-    print(
-        f"kafka  fetch (librdkafka)          {fetch_rate:>10,.0f} records/s  server CPU "
-        f"{fetch_cpu * 1e6:.1f} us/record  {fetch_rate / read_rate:.2f} of the core's rate, "
-        f"{read_cpu / fetch_cpu:.2f} by CPU"
-    )
+    for kind in kinds:
+        rate, cpu = median(reads[kind])
+        label = "fetch (librdkafka)" if kind == "kafka" else "fetch, --before"
+        print(
+            f"kafka  {label:<28}{rate:>10,.0f} records/s  server CPU {cpu * 1e6:.1f} us/record  "
+            f"{rate / read_rate:.2f} of the core's rate, {read_cpu / cpu:.2f} by CPU"
+        )
+    for kind, figures in reads.items():  # every round, to show the spread
+        rounds = ", ".join(f"{rate:,.0f} ({cpu * 1e6:.1f} us)" for rate, cpu in figures)
+        print(f"  rounds, {kind}: {rounds}", file=sys.stderr)
 
 
 if __name__ == "__main__":

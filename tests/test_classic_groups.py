@@ -68,6 +68,39 @@ def test_two_members_join_sync_and_a_third_rebalances(url):
         assert "g" in log.groups()
 
 
+def test_the_member_that_completes_a_round_leads_and_a_dropped_answer_settles(url):
+    """kafka-python 3.0 drops a JoinGroup/SyncGroup answer that came between two
+    of its polls and joins again with the same metadata. As a follower it gets
+    the current generation; the leader's rejoin starts a new rebalance, so the
+    member waiting in a round must not be the one left to lead it."""
+    with tidelog.open(url) as log:
+        run(log, join("a", 0))
+        run(log, cg.sync("a", 1, {"a": b"all"}, 0))
+        assert run(log, join("b", 100)) is cg.PENDING
+        assert run(log, join("a", 200)).leader == "a"  # a completes the round
+        assert run(log, cg.join_poll("b", 200)).leader == "a"
+        run(log, cg.sync("a", 2, {"a": b"p0", "b": b"p1"}, 300))
+        assert run(log, cg.sync("b", 2, {}, 300)).assignment == b"p1"
+        # a, the leader, joins again (its answer was dropped, or its metadata
+        # changed): a rebalance it waits in; b completes it and leads.
+        assert run(log, join("a", 400)) is cg.PENDING
+        assert run(log, cg.heartbeat("b", 2, 500)) == cg.REBALANCE_IN_PROGRESS
+        led = run(log, join("b", 600))
+        assert (led.generation, led.leader, sorted(m for m, _, _ in led.members)) == (3, "b", ["a", "b"])
+        assert (run(log, cg.join_poll("a", 600)).leader, run(log, cg.sync("a", 3, {}, 700))) == (
+            "b",
+            cg.PENDING,
+        )
+        assert run(log, cg.sync("b", 3, {"a": b"p0", "b": b"p1"}, 800)).assignment == b"p1"
+        # a drops that answer too and joins again: as a follower, the same generation.
+        again = run(log, join("a", 900))
+        assert (again.error, again.generation, again.leader) == (None, 3, "b")
+        assert run(log, cg.sync("a", 3, {}, 1000)).assignment == b"p0"
+        assert run(log, cg.heartbeat("b", 3, 1100)) is None  # no rebalance: settled
+        state, _ = log.store.classic_describe("g")
+        assert (state.phase, state.generation, state.leader) == (cg.STABLE, 3, "b")
+
+
 def test_a_group_outlives_its_store_handle_and_silent_members_expire(url):
     with tidelog.open(url) as log:
         run(log, join("a", 1000))

@@ -134,6 +134,50 @@ def test_kafka_python_group_of_two(served):
         assert {o.committed for o in log.group_offsets(group)} == {RECORDS // 4}
 
 
+def test_kafka_python_group_of_two_follows_its_topic_as_it_grows(served):
+    """The leader sees the topic grow and joins again first; the other member's
+    join completes that round while the test polls it, so the first member's
+    answer arrives between two of its polls and kafka-python drops it and joins
+    again. The group settles only if that rejoin is a follower's (tidelog: the
+    member that completes a round leads it)."""
+    topic, group = "kp-grows", "kp-grows"
+    fill(served, topic)
+
+    def member(name):
+        return kafka.KafkaConsumer(
+            topic,
+            bootstrap_servers=served.bootstrap,
+            group_id=group,
+            client_id=name,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=500,
+            metadata_max_age_ms=500,  # the leader sees the new partitions soon
+        )
+
+    first = member("a")
+    until(lambda: first.poll(100) is not None and len(first.assignment()) == 4, "assignment")
+    second = member("b")
+    until(
+        lambda: (
+            (first.poll(100), second.poll(100)) and len(first.assignment()) == len(second.assignment()) == 2
+        ),
+        "the group of two",
+    )
+    with tidelog.open(served.target) as log:
+        log.add_partitions(topic, 6)
+    until(
+        lambda: (
+            (first.poll(100), second.poll(100)) and len(first.assignment()) == len(second.assignment()) == 3
+        ),
+        "the group of two over six partitions",
+    )
+    assert {tp.partition for tp in first.assignment() | second.assignment()} == set(range(6))
+    first.close()
+    second.close()
+
+
 def test_aiokafka_group_of_two(served):
     topic, group = "aio-group", "aio-group"
     fill(served, topic)

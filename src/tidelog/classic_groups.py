@@ -200,10 +200,11 @@ class _Group:
                     self.put(m._replace(joined=False))
             deadline = self.now + max(m.rebalance_ms for m in self.members.values())
             self.set_state(phase=PREPARING, deadline=deadline)
-        self.complete()
+        self.complete(joining)
 
-    def complete(self) -> None:
-        """End a rebalance once every member joined again, or its deadline passed."""
+    def complete(self, last: str | None = None) -> None:
+        """End a rebalance once every member joined again (`last` the member
+        whose JoinGroup did it), or its deadline passed."""
         if self.state.phase != PREPARING:
             return
         joined = [m for m in self.members.values() if m.joined]
@@ -216,7 +217,21 @@ class _Group:
             )
             return
         generation = self.state.generation + 1
-        leader = self.state.leader if self.state.leader in self.members else joined[0].member
+        # The member whose JoinGroup completes the round leads: it is the one
+        # answered inside its own request, while the others' answers arrive
+        # whenever the round ends. A client that drops an answer which came
+        # between two of its polls (kafka-python 3.0: `join_group_async`
+        # replaces a finished join task) joins again; Kafka's coordinator
+        # answers a follower's such rejoin with the current generation, but a
+        # leader's with a new rebalance, and a leader that keeps its role
+        # while it waits for the others drops every generation's answer (the
+        # group never settles). Otherwise the leader stays, as in Kafka.
+        if last is not None and last in self.members:
+            leader = last
+        elif self.state.leader in self.members:
+            leader = self.state.leader
+        else:
+            leader = joined[0].member
         protocol = _choose(joined)
         for m in joined:
             self.put(m._replace(joined=False, generation=generation, assignment=b""))

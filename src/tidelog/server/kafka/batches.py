@@ -22,15 +22,20 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from crc32c import crc32c
 from kio.serial.readers import read_signed_varint, read_signed_varlong
 
+from ...store.base import Row
+
 _HEAD = struct.Struct(">qiibIhiqqqhii")  # base offset .. record count: 61 bytes
 HEAD_SIZE = _HEAD.size
 _CRC_FROM = 21  # the CRC covers the batch from the attributes on
 _LENGTH_FROM = 12  # the batch length counts the bytes after it
+_CRC = struct.Struct(">I")
+_CRC_AT = 17
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODECS = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
@@ -297,58 +302,113 @@ def _headers_field(blob: bytes) -> bytes:
     return varint(len(out)) + b"".join(out)
 
 
-def write_rows(rows: list[tuple[int, int, bytes | str, bytes | None]], decode_meta: Any) -> bytes:
+class RowBatch:
     """One uncompressed batch of tidelog rows (offset, timestamp, stored
-    value, meta): the record at tidelog offset n goes out at Kafka offset
-    n - 1. `decode_meta` is the core's (records.decode_meta): a str value is
-    text or JSON, sent as its UTF-8 text, and JSON null is a tombstone."""
-    base_offset, base_ts = rows[0][0], rows[0][1]
-    max_ts = base_ts
-    small = _SMALL
-    parts: list[bytes] = []
-    append = parts.append
-    # A key and its headers, framed, by meta blob: records of a key share one.
-    framed: dict[bytes, tuple[bytes, bytes, int | None]] = {}
-    for offset, ts, value, meta in rows:
-        if meta is None:
-            key_field = _NULL
-            headers_field = b"\0"
-            fmt = None
-        else:
-            known = framed.get(meta)
-            if known is None:
-                fmt, key, blob, _ = decode_meta(meta)
-                known = framed[meta] = (
-                    _NULL if key is None else varint(len(key)) + key,
-                    b"\0" if blob is None else _headers_field(blob),
-                    fmt,
-                )
-            key_field, headers_field, fmt = known
-        if type(value) is bytes:
-            n = len(value)
-            value_field = (small[n] if n < 8192 else _zigzag(n)) + value
-        elif fmt is None and value == "null":
-            value_field = _NULL
-        else:
-            raw = value.encode()  # type: ignore[union-attr]
-            value_field = varint(len(raw)) + raw
-        if ts > max_ts:
-            max_ts = ts
-        dts = ts - base_ts
-        delta = offset - base_offset
-        body = (
-            b"\0"
-            + (small[dts] if 0 <= dts < 8192 else _zigzag(dts))
-            + (small[delta] if delta < 8192 else _zigzag(delta))
-            + key_field
-            + value_field
-            + headers_field
+    value, meta), filled a store chunk at a time up to a byte budget.
+
+    The record at tidelog offset n goes out at Kafka offset n - 1.
+    `decode_meta` is the core's (records.decode_meta): a str value is text
+    or JSON, sent as its UTF-8 text, and JSON null is a tombstone. `size` is
+    the batch's exact size on the wire, what a fetch's byte limits count.
+    """
+
+    def __init__(self, decode_meta: Callable[[bytes], tuple[int | None, bytes | None, bytes | None, Any]]):
+        self.decode_meta = decode_meta
+        self.parts: list[bytes] = [bytes(HEAD_SIZE)]  # the header's place, written by `finish`
+        self.size = HEAD_SIZE
+        self.count = 0
+        self.base_offset = self.base_ts = self.max_ts = self.last_offset = 0
+        # A key and its headers, framed, by meta blob: records of a key share one.
+        self.framed: dict[bytes, tuple[bytes, bytes, int | None]] = {}
+
+    def add(self, rows: list[Row], budget: int, first: bool) -> int:
+        """Take `rows` while the batch stays within `budget` bytes (the first
+        record of the batch whatever its size when `first`: KIP-74); returns
+        how many were taken."""
+        if not rows:
+            return 0
+        if not self.count:
+            self.base_offset, self.base_ts = rows[0][0], rows[0][1]
+            self.max_ts = self.base_ts
+        base_offset, base_ts, max_ts = self.base_offset, self.base_ts, self.max_ts
+        small = _SMALL
+        framed = self.framed
+        append = self.parts.append
+        size = self.size
+        taken = 0
+        for offset, ts, value, meta in rows:
+            if meta is None:
+                key_field = _NULL
+                headers_field = b"\0"
+                fmt = None
+            else:
+                known = framed.get(meta)
+                if known is None:
+                    fmt, key, blob, _ = self.decode_meta(meta)
+                    known = framed[meta] = (
+                        _NULL if key is None else varint(len(key)) + key,
+                        b"\0" if blob is None else _headers_field(blob),
+                        fmt,
+                    )
+                key_field, headers_field, fmt = known
+            if type(value) is bytes:
+                n = len(value)
+                length = small[n] if n < 8192 else _zigzag(n)
+            elif fmt is None and value == "null":  # JSON null: a tombstone
+                length, value = _NULL, b""
+            else:
+                value = value.encode()  # type: ignore[union-attr]
+                length = varint(len(value))
+            dts = ts - base_ts
+            delta = offset - base_offset
+            # One C call builds the record (bytes % bytes): concatenating
+            # its parts would make an object for each on the way.
+            body = b"\0%b%b%b%b%b%b" % (
+                small[dts] if 0 <= dts < 8192 else _zigzag(dts),
+                small[delta] if delta < 8192 else _zigzag(delta),
+                key_field,
+                length,
+                value,
+                headers_field,
+            )
+            n = len(body)
+            framing = small[n] if n < 8192 else _zigzag(n)
+            size += len(framing) + n
+            if size > budget and (taken or self.count or not first):
+                size -= len(framing) + n
+                break
+            if ts > max_ts:
+                max_ts = ts
+            append(framing)
+            append(body)
+            taken += 1
+        self.size, self.max_ts = size, max_ts
+        if taken:
+            self.count += taken
+            self.last_offset = rows[taken - 1][0]
+        return taken
+
+    def finish(self) -> bytearray:
+        """The batch's bytes (empty when no record was taken), joined once."""
+        if not self.count:
+            return bytearray()
+        out = bytearray().join(self.parts)
+        _HEAD.pack_into(
+            out,
+            0,
+            self.base_offset - 1,
+            len(out) - _LENGTH_FROM,
+            0,
+            2,
+            0,  # the CRC, once the fields after it are in place
+            0,
+            self.last_offset - self.base_offset,
+            self.base_ts,
+            self.max_ts,
+            -1,
+            -1,
+            -1,
+            self.count,
         )
-        n = len(body)
-        append(small[n] if n < 8192 else _zigzag(n))
-        append(body)
-    last_delta = rows[-1][0] - base_offset
-    tail = struct.pack(">hiqqqhii", 0, last_delta, base_ts, max_ts, -1, -1, -1, len(rows))
-    payload = tail + b"".join(parts)
-    head = struct.pack(">qiibI", base_offset - 1, len(payload) + 9, 0, 2, crc32c(payload))
-    return head + payload
+        _CRC.pack_into(out, _CRC_AT, crc32c(memoryview(out)[_CRC_FROM:]))
+        return out

@@ -98,3 +98,6 @@ class Session:
         self.sasl_raw = False  # handshake v0: the next frame is a bare PLAIN token
         self.principal: str | None = None
         self.close_after = False  # close once this request is answered (a SASL failure)
+        # The next fetch's reads, started as the last one was answered (fetch.py):
+        # (topic, partition, position, partition max bytes) -> (monotonic start, its future).
+        self.ahead: dict[tuple[str, int, int, int], tuple[float, asyncio.Future[Any]]] = {}

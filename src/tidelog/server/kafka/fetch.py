@@ -11,7 +11,18 @@ A Fetch long-polls: when the partitions asked hold fewer than min_bytes it
 waits for an append to one of them (the hub's wake-ups, also from other
 processes through the store) until max_wait, at most MAX_WAIT_S. Records
 go out as one uncompressed batch a partition, at least one record even
-past the byte limits (KIP-74), so a large record never stalls a consumer.
+past the byte limits (KIP-74), so a large record never stalls a consumer;
+the limits count the batch's bytes on the wire, as Kafka's do.
+
+A consumer that is behind asks for the next range as soon as it has taken
+one in, so a fetch that stopped at its byte limit starts reading the next
+range of those partitions on a thread as it answers (a read-ahead): the
+store read and the encoding, most of a fetch's cost, then run while the
+client decodes, instead of after it asks. The next fetch of the connection
+takes what was read if it asks for that position with the same limits
+within READ_AHEAD_TTL_S and the partition's bounds, read afresh, still hold
+it; else it is dropped and read again. A connection holds one read-ahead a
+partition, no more bytes in all than the fetch's own limit.
 There are no transactions, so read_committed reads what read_uncommitted
 does (the last stable offset is the high watermark) and fetch sessions are
 not kept (session id 0: the client sends its whole fetch each time).
@@ -19,45 +30,45 @@ not kept (session id 0: the client sends its whole fetch each time).
 
 from __future__ import annotations
 
-import bisect
-import itertools
-import operator
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
 from ...errors import OffsetOutOfRange, TidelogError, UnknownTopic
-from ...log import read_rows
+from ...log import Log, read_rows
 from ...records import decode_meta
-from ...store.base import PartitionOffsets, Row
-from .batches import write_rows
+from ...store.base import PartitionOffsets
+from .batches import HEAD_SIZE, RowBatch
 from .broker import Broker, Session
 from .codes import error_code
 from .wire import Request
 
 MAX_WAIT_S = 30.0
-READ_ROWS = 2000  # records a store read asks for while filling a partition's bytes
-RECORD_OVERHEAD = 24  # a record's framing in a batch, roughly: what max_bytes counts beside the payload
+FIRST_READ_ROWS = 500  # the most the first store read of a partition's fetch asks for
+SMALL_RECORD = 32  # bytes: a guess of a record's least size, for a small budget's first read
+MAX_READ_ROWS = 10_000  # the most one store read asks for
+# How long a read-ahead stays usable: a consumer that keeps up asks again
+# within milliseconds; the bound keeps a topic deleted and made again, or
+# compacted, meanwhile from being answered with what was read before.
+READ_AHEAD_TTL_S = 1.0
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 
-_values = operator.itemgetter(2)
-_metas = operator.itemgetter(3)
-
-
-def _row_cost(row: Row) -> int:
-    return len(row[2]) + (len(row[3]) if row[3] is not None else 0) + RECORD_OVERHEAD
-
-
-def _cost(rows: list[Row] | tuple[Row, ...]) -> int:
-    """What `rows` add to a fetch's bytes: values, metas and each record's framing."""
-    metas = sum(map(len, filter(None, map(_metas, rows))))
-    return sum(map(len, map(_values, rows))) + metas + RECORD_OVERHEAD * len(rows)
-
-
 class _Partition:
-    __slots__ = ("topic", "partition", "position", "max_bytes", "code", "high", "start", "records", "size")
+    __slots__ = (
+        "topic",
+        "partition",
+        "position",
+        "max_bytes",
+        "code",
+        "high",
+        "start",
+        "records",
+        "size",
+        "last",
+        "more",
+    )
 
     def __init__(self, topic: str, partition: int, position: int, max_bytes: int):
         self.topic = topic
@@ -67,18 +78,65 @@ class _Partition:
         self.code = ErrorCode.none
         self.high = -1
         self.start = -1
-        self.records: bytes | None = None
+        self.records: bytes | bytearray | None = None
         self.size = 0
+        self.last = -1
+        self.more = False
 
 
-def _read(broker: Broker, asked: list[_Partition], max_bytes: int) -> int:
-    """On a thread: fill each partition's records, within the byte limits;
-    returns the bytes read in all."""
+class Chunk(NamedTuple):
+    """A partition's records read for a fetch: its batch, and where it stopped."""
+
+    records: bytes | bytearray
+    size: int  # what it counts against the fetch's byte limits
+    last: int  # tidelog offset of its last record: the Kafka position after it
+    more: bool  # stopped at the byte budget with records left behind it
+
+
+class Ahead(NamedTuple):
+    """A chunk read ahead, and the creation time of its topic when it was read."""
+
+    created: int
+    chunk: Chunk
+
+
+def read_chunk(
+    log: Log, topic: str, partition: int, after: int, high: int, budget: int, first: bool
+) -> Chunk | None:
+    """The records after `after` (up to `high`) that fit `budget` bytes, as
+    one batch; at least one when `first` (KIP-74). None when there are none."""
+    batch = RowBatch(decode_meta)
+    want = max(1, min(FIRST_READ_ROWS, budget // SMALL_RECORD))
+    more = False
+    while after < high:
+        rows = read_rows(log.store, topic, partition, after, want)
+        if not rows:
+            break
+        taken = batch.add(rows, budget, first)
+        if taken < len(rows):
+            more = True
+            break
+        after = rows[-1][0]
+        # As many rows as the budget left holds at the size seen so far: a
+        # store read costs a Python object a row, so reading far past the
+        # budget would cost what encoding does.
+        if batch.count:
+            per_row = (batch.size - HEAD_SIZE) / batch.count
+            want = int(min(max((budget - batch.size) / per_row, 1) + 16, MAX_READ_ROWS))
+    if not batch.count:
+        return None
+    return Chunk(batch.finish(), batch.size, batch.last_offset, more)
+
+
+def _read(broker: Broker, asked: list[_Partition], max_bytes: int, ready: dict[Any, Ahead | None]) -> int:
+    """On a thread: fill each partition's records, within the byte limits,
+    taking what was read ahead where it still holds; returns the bytes read in all."""
     log = broker.log
     offsets: dict[str, list[PartitionOffsets] | TidelogError] = {}
+    created: dict[str, int | None] = {}
     total = 0
     for p in asked:
-        p.records, p.size, p.code = None, 0, ErrorCode.none
+        p.records, p.size, p.code, p.last, p.more = None, 0, ErrorCode.none, -1, False
         bounds = offsets.get(p.topic)
         if bounds is None:
             try:
@@ -99,40 +157,70 @@ def _read(broker: Broker, asked: list[_Partition], max_bytes: int) -> int:
         budget = min(p.max_bytes, max_bytes - total)
         if p.position == p.high or (budget <= 0 and total):
             continue
-        records: list[Row] = []
-        size = 0
-        after = p.position
-        full = False
-        try:
-            while not full and after < p.high:
-                rows = read_rows(log.store, p.topic, p.partition, after, READ_ROWS)
-                if not rows:
-                    break
-                # A whole chunk that fits is taken at once (lengths summed in C);
-                # the chunk that crosses the budget, a record at a time.
-                whole = _cost(rows)
-                if size + whole <= budget:
-                    records.extend(rows)
-                    size += whole
-                else:
-                    ends = list(itertools.accumulate(map(_row_cost, rows), initial=size))
-                    # the rows whose running total stays within the budget; one at least
-                    take = max(bisect.bisect_right(ends, budget) - 1, 0 if records else 1)
-                    records.extend(rows[:take])
-                    size = ends[take]
-                    full = True
-                after = rows[-1][0]
-        except OffsetOutOfRange:  # retention removed them under us
-            p.code = ErrorCode.offset_out_of_range
-            continue
-        except UnknownTopic:
-            p.code = ErrorCode.unknown_topic_or_partition
-            continue
-        if records:
-            p.records = write_rows(records, decode_meta)
-            p.size = size
-            total += size
+        chunk = None
+        ahead = ready.pop((p.topic, p.partition, p.position, p.max_bytes), None)
+        if ahead is not None and ahead.chunk.size <= budget and ahead.chunk.last <= p.high:
+            if p.topic not in created:
+                try:
+                    created[p.topic] = log.topic(p.topic).created
+                except TidelogError:
+                    created[p.topic] = None
+            if created[p.topic] == ahead.created:
+                chunk = ahead.chunk
+        if chunk is None:  # none read ahead, or not for this topic and limits
+            try:
+                chunk = read_chunk(log, p.topic, p.partition, p.position, p.high, budget, not total)
+            except OffsetOutOfRange:  # retention removed them under us
+                p.code = ErrorCode.offset_out_of_range
+                continue
+            except UnknownTopic:
+                p.code = ErrorCode.unknown_topic_or_partition
+                continue
+        if chunk is not None:
+            p.records, p.size, p.last, p.more = chunk.records, chunk.size, chunk.last, chunk.more
+            total += chunk.size
     return total
+
+
+def _ahead(log: Log, topic: str, partition: int, after: int, budget: int) -> Ahead | None:
+    """A read-ahead, on a thread: what a fetch from `after` would read, or None."""
+    try:
+        # The topic's creation time before its records: a topic made again
+        # under the name meanwhile shows as another time when it is used.
+        created = log.topic(topic).created
+        chunk = read_chunk(log, topic, partition, after, 1 << 62, budget, True)
+    except TidelogError:  # the fetch that asks for it reads again and answers the error
+        return None
+    return None if chunk is None else Ahead(created, chunk)
+
+
+def _read_ahead(session: Session, asked: list[_Partition], max_bytes: int) -> None:
+    """Start reading the ranges after the partitions that stopped at their byte
+    limit, within the fetch's own byte limit in all (one more answer's worth)."""
+    broker = session.broker
+    now = time.monotonic()
+    room = max_bytes
+    for p in asked:
+        budget = min(p.max_bytes, max_bytes)
+        if p.more and budget <= room:
+            room -= budget
+            future = broker.threads.run(_ahead, broker.log, p.topic, p.partition, p.last, budget)
+            session.ahead[(p.topic, p.partition, p.last, p.max_bytes)] = (now, future)
+
+
+async def _take_ahead(session: Session, asked: list[_Partition]) -> dict[Any, Ahead | None]:
+    """What was read ahead for this fetch's partitions and positions (the rest is dropped)."""
+    ahead, session.ahead = session.ahead, {}
+    ready: dict[Any, Ahead | None] = {}
+    if not ahead:
+        return ready
+    fresh = time.monotonic() - READ_AHEAD_TTL_S
+    for p in asked:
+        key = (p.topic, p.partition, p.position, p.max_bytes)
+        started = ahead.get(key)
+        if started is not None and started[0] >= fresh:
+            ready[key] = await started[1]  # still reading: waiting beats reading twice
+    return ready
 
 
 async def fetch(session: Session, request: Request) -> dict[str, Any]:
@@ -147,16 +235,19 @@ async def fetch(session: Session, request: Request) -> dict[str, Any]:
         for p in t.partitions
     ]
     keys = list({(p.topic, p.partition) for p in asked})
+    ready = await _take_ahead(session, asked)
     deadline = time.monotonic() + wait
     while True:
         seq = broker.hub.seq
-        total = await broker.run(_read, broker, asked, max_bytes)
+        total = await broker.run(_read, broker, asked, max_bytes, ready)
+        ready = {}
         left = deadline - time.monotonic()
         if total >= min_bytes or left <= 0 or any(p.code for p in asked) or not asked:
             break
         await broker.hub.wait(keys, seq, left)
         if broker.hub.closed:
             break
+    _read_ahead(session, asked, max_bytes)
     topics: dict[str, list[dict[str, Any]]] = {}
     for p in asked:
         topics.setdefault(p.topic, []).append(

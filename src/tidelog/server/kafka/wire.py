@@ -182,9 +182,11 @@ def encode_response(request: Request, body: Any) -> bytes:
     if cls.__flexible__ and request.api_key != API_VERSIONS:
         out.write(b"\0")  # the response header's empty tagged fields
     _writer(cls)(out, body)
-    frame = out.getbuffer()
-    struct.pack_into(">i", frame, 0, len(frame) - 4)
-    return bytes(frame)
+    size = out.tell() - 4
+    out.seek(0)
+    out.write(struct.pack(">i", size))
+    # BytesIO hands its own buffer over, not a copy: a fetch's answer is megabytes.
+    return out.getvalue()
 
 
 def respond(request: Request, values: dict[str, Any]) -> bytes:
