@@ -35,7 +35,8 @@ pytest.importorskip("hiredis")
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers share a port on Linux")
 
-PIN_ATTEMPTS = 64  # connections tried to land one on a given worker (each lands there about half the time)
+PIN_TIMEOUT_S = 20  # how long connections are tried to land one on a given worker
+PIN_BURST = 8  # made at once, so that both workers accept some
 RESTART_TIMEOUT_S = 20
 
 
@@ -80,18 +81,28 @@ class Served:
     def _pin(
         self, worker: int, port: int, connect: Callable[[], Any], local_port: Callable[[Any], int]
     ) -> Any:
-        for _ in range(PIN_ATTEMPTS):
-            conn = connect()
-            holder = None
-            for _ in range(100):  # the accept may lag the connect by a moment
-                holder = serving_worker(self.workers, port, local_port(conn))
-                if holder is not None:
-                    break
-                time.sleep(0.01)
-            if holder == worker:
-                return conn
-            conn.close()
-        pytest.fail(f"no connection landed on worker {worker} in {PIN_ATTEMPTS} tries")
+        # The workers accept from one shared socket: on a quiet machine the worker the
+        # kernel wakes first takes a lone connection every time, so connections are made
+        # in bursts, which both workers race to accept, and the one `worker` took is kept;
+        # for a while, as a worker just restarted accepts only once it has started.
+        deadline = time.monotonic() + PIN_TIMEOUT_S
+        while time.monotonic() < deadline:
+            burst = [connect() for _ in range(PIN_BURST)]
+            kept = None
+            for conn in burst:
+                holder = None
+                for _ in range(100):  # the accept may lag the connect by a moment
+                    holder = serving_worker(self.workers, port, local_port(conn))
+                    if holder is not None:
+                        break
+                    time.sleep(0.01)
+                if holder == worker and kept is None:
+                    kept = conn
+                else:
+                    conn.close()
+            if kept is not None:
+                return kept
+        pytest.fail(f"no connection landed on worker {worker} in {PIN_TIMEOUT_S} s")
 
     def http_on(self, worker: int) -> http.client.HTTPConnection:
         """A keep-alive HTTP connection served by `worker`."""
