@@ -167,6 +167,8 @@ class Servers:
         if tls:
             cmd += ["--tls-cert", self.cert, "--tls-key", self.key]
         env = self.env if src is None else {**self.env, "PYTHONPATH": src}
+        # Several servers at once: none on the Kafka listener's default 9092 (older trees ignore it).
+        env = {"TIDELOG_KAFKA_PORT": "0", **env}
         proc = self._start(cmd, port, env)
         wait_port(resp, proc)
         return proc, port, resp
