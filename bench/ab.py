@@ -99,22 +99,12 @@ log.close()
 print('{"rate": %f}' % rate)
 """
 
-# The floor of the queue loop: raw sqlite3, the same three commits a record.
+# The floor of the queue loop: bench/queues.py's raw sqlite3 loop, the same three commits a record.
 RAW = r"""
-import os, sqlite3, tempfile, time
-conn = sqlite3.connect(os.path.join(tempfile.mkdtemp(prefix="tidelog-ab-"), "raw.db"), isolation_level=None)
-conn.execute("PRAGMA journal_mode=WAL"); conn.execute("PRAGMA synchronous=NORMAL")
-conn.execute("CREATE TABLE q (id INTEGER PRIMARY KEY, value BLOB NOT NULL, until INTEGER NOT NULL DEFAULT 0)")
-V = b"x" * 100; n = 3000
-t = time.perf_counter()
-for _ in range(n):
-    conn.execute("INSERT INTO q (value) VALUES (?)", (V,))
-    now = time.time_ns() // 1000000
-    row = conn.execute(
-        "UPDATE q SET until = ? WHERE id = (SELECT id FROM q WHERE until <= ? ORDER BY id LIMIT 1) "
-        "RETURNING id, value", (now + 30000, now)).fetchone()
-    conn.execute("DELETE FROM q WHERE id = ?", (row[0],))
-print('{"rate": %f}' % (n / (time.perf_counter() - t)))
+import os, sys, tempfile
+sys.path.insert(0, sys.argv[1])
+from queues import raw_loop
+print('{"rate": %f}' % raw_loop(os.path.join(tempfile.mkdtemp(prefix="tidelog-ab-"), "raw.db"), 3000))
 """
 
 LOOPS = ("single send", "fetch + commit", "queue loop", "job runner")
@@ -164,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in LOOPS:
                 rate = child(LOOP, src, name)
                 best[(side, name)] = max(best.get((side, name), 0.0), rate)
-        best[("raw", "queue loop")] = max(best.get(("raw", "queue loop"), 0.0), child(RAW, None))
+        best[("raw", "queue loop")] = max(best.get(("raw", "queue loop"), 0.0), child(RAW, None, str(HERE)))
     peer = goqite()
     end_load = load()
     print(f"core loops, after ({args.after}) / before ({args.before}), best of {args.rounds}, alternating;")

@@ -27,6 +27,7 @@ from tidelog.server.limits import (
     DEFAULT_MAX_HOLD_S,
     Limits,
 )
+from tidelog.store import LOCAL_SCHEMES, scheme_of
 
 from .context import Session, common_options, pass_session, topic_policy_options
 
@@ -329,8 +330,8 @@ def serve(
         # A private in-memory log, or a port the kernel picks, is one process's. On SQLite one
         # process is the faster server too (measured: docs/benchmarks.md): N processes
         # contend for one write lock and see each other's appends only on the watch tick.
-        shared = session.url.startswith(("postgresql:", "postgres:", "http:", "https:"))
-        workers = default_workers() if shared and port != 0 else 1
+        on_sqlite = scheme_of(session.url) in LOCAL_SCHEMES
+        workers = 1 if on_sqlite or port == 0 else default_workers()
     # The command's logs (and granian's) on stderr: where it listens, what it serves.
     log_to_stderr(log_level, log_format, ("tidelog", "_granian", "granian.access"))
     for warning in warnings:

@@ -5,15 +5,22 @@ from __future__ import annotations
 from ..errors import ConfigurationError
 from .base import GroupOffset, PartitionInfo, Store, TopicInfo
 
-__all__ = ["GroupOffset", "PartitionInfo", "Store", "TopicInfo", "open_store"]
+__all__ = ["GroupOffset", "PartitionInfo", "Store", "TopicInfo", "open_store", "scheme_of"]
+
+LOCAL_SCHEMES = ("", "sqlite", "file")  # a SQLite file (or :memory:), this machine's only
+
+
+def scheme_of(url: str) -> str:
+    """The store URL's scheme, lower-cased; "" for a plain path or :memory:."""
+    return url.split("://", 1)[0].lower() if "://" in url else ""
 
 
 def open_store(url: str, durability: str = "normal") -> Store:
     """A file path or `sqlite:///path`, `:memory:`, `postgresql://...`, `http://...`."""
     if not isinstance(url, str) or not url:
         raise ConfigurationError(f"a store URL must be a non-empty string, not {url!r}")
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if scheme in ("", "sqlite", "file"):
+    scheme = scheme_of(url)
+    if scheme in LOCAL_SCHEMES:
         from .sqlite import SQLiteStore, path_from_url
 
         return SQLiteStore(path_from_url(url), durability=durability)
