@@ -34,8 +34,10 @@ import inspect
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
@@ -182,23 +184,39 @@ def call_arguments(args: ast.arguments) -> str:
     return "".join(", " + a for a in out)
 
 
-def function_node(fn: object) -> ast.FunctionDef:
-    node = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]  # type: ignore[arg-type]
+def function_node(fn: Callable[..., Any]) -> ast.FunctionDef:
+    node = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
     assert isinstance(node, ast.FunctionDef)
     return node
 
 
-def hand_written(twin: Twin) -> dict[str, ast.FunctionDef]:
-    """The methods the async class spells out (the implementation of an overload)."""
+def async_class(twin: Twin) -> ast.ClassDef:
     for node in tree(f"tidelog.aio.{twin.module}").body:
         if isinstance(node, ast.ClassDef) and node.name == twin.name:
-            return {
-                f.name: f
-                for f in node.body
-                if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
-                and not any(ast.unparse(d) in ("overload", "typing.overload") for d in f.decorator_list)
-            }  # type: ignore[misc]
+            return node
     raise Refused(f"src/tidelog/aio/{twin.module}.py has no class {twin.name}")
+
+
+def shared_bases(twin: Twin) -> set[tuple[str, str]]:
+    """(module, class) of the async class's bases: a sync method defined in
+    one of them is the same code in both APIs (`tidelog.runner.Runner`)."""
+    module = f"tidelog.aio.{twin.module}"
+    return {origin(module, ast.unparse(b)) for b in async_class(twin).bases if isinstance(b, ast.Name)}
+
+
+def defined_in(member: object) -> tuple[str, str]:
+    fn = member.fget if isinstance(member, property) else member
+    return getattr(fn, "__module__", ""), getattr(fn, "__qualname__", "").partition(".")[0]
+
+
+def hand_written(twin: Twin) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The methods the async class spells out (the implementation of an overload)."""
+    return {
+        f.name: f
+        for f in async_class(twin).body
+        if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+        and not any(ast.unparse(d) in ("overload", "typing.overload") for d in f.decorator_list)
+    }
 
 
 def docstring(fn: object, indent: str) -> str:
@@ -216,11 +234,14 @@ def docstring(fn: object, indent: str) -> str:
 def render_twin(twin: Twin, imports: set[tuple[str, str]], problems: list[str]) -> str | None:
     sync = getattr(importlib.import_module(twin.sync_module), twin.sync_class)
     written = hand_written(twin)
+    shared = shared_bases(twin)
     methods: list[str] = []
     for name, member in inspect.getmembers(sync):
         if name.startswith("_"):
             continue
         static = inspect.getattr_static(sync, name)
+        if defined_in(static) in shared:
+            continue  # inherited by both classes: written once
         where = f"{twin.sync_class}.{name}"
         if isinstance(static, property):
             if name not in written:
