@@ -282,3 +282,17 @@ def test_an_open_sync_log_can_be_wrapped_inside_a_loop_only(tmp_path):
         return [m.value for m in msgs]
 
     assert asyncio.run(use()) == [b"x"]
+
+
+@pytest.mark.anyio
+async def test_a_view_is_an_async_log_on_the_same_store_and_threads(tmp_path):
+    async with tidelog.aio.open(str(tmp_path / "view.db")) as log:
+        strict = log.view(auto_create=False, default_partitions=3)  # no I/O: not awaited
+        assert isinstance(strict, tidelog.aio.AsyncLog) and strict.loop is log.loop
+        assert (strict.auto_create, strict.default_partitions) == (False, 3)
+        assert (log.auto_create, log.default_partitions) == (True, 1)
+        with pytest.raises(tidelog.UnknownTopic):
+            await strict.producer().send("missing", b"x")
+        await log.producer().send("made", b"x")
+        assert [m.value for m in await strict.read("made", 0)] == [b"x"]
+        assert [t.name for t in await strict.topics()] == ["made"]
