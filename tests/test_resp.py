@@ -258,6 +258,27 @@ def test_consumer_group_flow(srv, r):
     assert r.xinfo_groups("s") == []
 
 
+def test_xack_acks_exactly_the_ids_named(srv, r):
+    """XACK confirms each id against its entry: a derived id with another
+    time acks nothing, a stored id (explicit, or `<derived>` whose offset
+    holds an entry with a stored id) acks its own entry only."""
+    derived = [r.xadd("s", {"n": str(i)}) for i in range(3)]
+    ms, seq = (int(x) for x in derived[2].split(b"-"))
+    stored = r.xadd("s", {"n": "explicit"}, id=f"{ms + 10}-7")  # offset 4, id <ms+10>-7
+    far = [r.xadd("s", {"n": str(i)}) for i in range(40)][-1]  # an id far from the others
+    assert r.xgroup_create("s", "g", id="0") is True
+    assert len(r.xreadgroup("g", "c", {"s": ">"})[0][1]) == 44
+    wrong_time = f"{ms + 1}-{seq}"  # offset 3's position, another time: no entry
+    assert r.xack("s", "g", wrong_time) == 0
+    # The stored entry (offset 4) was appended within moments of ms: its <ts>-4 is among these, and not its id.
+    assert r.xack("s", "g", *(f"{t}-4" for t in range(ms, ms + 500))) == 0
+    assert r.xack("s", "g", stored, derived[0], far, derived[0], "99999999999999-1") == 3
+    assert r.xpending("s", "g")["pending"] == 41
+    assert r.xack("s", "g", derived[1], derived[2], stored) == 2
+    pending = [p["message_id"] for p in r.xpending_range("s", "g", "-", "+", 100)]
+    assert derived[2] not in pending and stored not in pending and len(pending) == 39
+
+
 def test_pending_never_expire_and_autoclaim_after_a_consumer_dies(srv):
     r = srv.client()
     ids = [r.xadd("jobs", {"n": str(i)}) for i in range(3)]

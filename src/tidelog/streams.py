@@ -571,9 +571,26 @@ class Streams:
         return out
 
     def ack(self, stream: str, group: str, ids: Sequence[StreamId]) -> int:
+        """XACK: finish the pending entries with these ids; returns how many were pending.
+
+        A derived id names its offset and its record's timestamp: the store
+        confirms both, and that the record holds no stored id, as it acks,
+        in one transaction (an XACK of what XREADGROUP delivered). The ids
+        it cannot confirm so (stored ids, ids of no entry) are looked up
+        one by one, as `offsets_of` does, and acked after."""
         self._group(stream, group)
-        offsets = self.offsets_of(stream, ids)
-        return self.store.queue_ack_offsets(group, stream, 0, offsets) if offsets else 0
+        named = [(sid.seq, sid.ms) for sid in ids if 1 <= sid.seq < OFFSET_LIMIT]
+        acked, unmatched = (
+            self.store.queue_ack_stamped(group, stream, 0, named, _ID_PREFIX) if named else (0, [])
+        )
+        rest = [sid for sid in ids if not 1 <= sid.seq < OFFSET_LIMIT] + [
+            StreamId(ms, seq) for seq, ms in unmatched
+        ]
+        if rest:
+            offsets = self.offsets_of(stream, rest)
+            if offsets:
+                acked += self.store.queue_ack_offsets(group, stream, 0, offsets)
+        return acked
 
     def offsets_of(self, stream: str, ids: Sequence[StreamId]) -> list[int]:
         """The offsets of the entries with exactly these ids (those that exist).

@@ -643,6 +643,15 @@ class NamedConsumers(Protocol):
     def queue_ack_offsets(self, group: str, topic: str, partition: int, offsets: Sequence[int]) -> int:
         """Finish leased records by offset, whoever holds them; returns how many."""
 
+    def queue_ack_stamped(
+        self, group: str, topic: str, partition: int, records: Sequence[tuple[int, int]], unless: bytes
+    ) -> tuple[int, list[tuple[int, int]]]:
+        """Finish the leases on `records` (offset, timestamp) whose record
+        has that timestamp and whose meta holds no `unless` bytes, reading
+        the records inside the ack's own transaction. Returns how many
+        leases were finished, and the pairs whose record did not match (or
+        is gone), for the caller to look at itself."""
+
     def queue_consumers(self, group: str, topic: str) -> list[ConsumerInfo]: ...
 
     def queue_add_consumer(self, group: str, topic: str, name: str, now: int) -> bool:

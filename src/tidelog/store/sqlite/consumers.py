@@ -263,6 +263,51 @@ class SQLiteConsumers(SQLiteBase):
                 [(group, pid, offset) for offset in offsets],
             ).rowcount
 
+    def queue_ack_stamped(
+        self, group: str, topic: str, partition: int, records: Sequence[tuple[int, int]], unless: bytes
+    ) -> tuple[int, list[tuple[int, int]]]:
+        topic_id, pid = self._group_pid(group, topic, partition)
+        lo = pid << OFFSET_BITS
+        offsets = sorted({o for o, _ in records if 1 <= o < OFFSET_SPAN})
+        with self._write() as db:
+            self._need_group(db, group, topic, topic_id)
+            # Read on the writer connection, in this transaction: a reader
+            # connection finds its page cache stale after every commit, and
+            # that read cost more than the ack (an XACK of an entry just
+            # delivered). No value is fetched: only the timestamp, and
+            # whether the meta may hold a stored id.
+            found: dict[int, tuple[int, int]] = {}
+            if offsets and offsets[-1] - offsets[0] < 4 * len(offsets):
+                cur = db.execute(
+                    "SELECT id - ?1, ts, meta IS NULL OR instr(meta, ?2) = 0 FROM records "
+                    "WHERE id BETWEEN ?1 + ?3 AND ?1 + ?4",
+                    (lo, unless, offsets[0], offsets[-1]),
+                )
+                found = {row[0]: (row[1], row[2]) for row in cur}
+            else:
+                for offset in offsets:
+                    row = db.execute(
+                        "SELECT ts, meta IS NULL OR instr(meta, ?2) = 0 FROM records WHERE id = ?1",
+                        (lo + offset, unless),
+                    ).fetchone()
+                    if row is not None:
+                        found[offset] = (row[0], row[1])
+            matched, unmatched = [], []
+            for offset, ts in records:
+                if found.get(offset) == (ts, 1):
+                    matched.append((group, pid, offset))
+                else:
+                    unmatched.append((offset, ts))
+            done = (
+                db.executemany(
+                    "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ? AND receipt IS NOT NULL",
+                    matched,
+                ).rowcount
+                if matched
+                else 0
+            )
+        return done, unmatched
+
     # consumers ---------------------------------------------------------------
 
     def queue_consumers(self, group: str, topic: str) -> list[ConsumerInfo]:
