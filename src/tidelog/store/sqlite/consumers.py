@@ -152,11 +152,14 @@ class SQLiteConsumers(SQLiteBase):
             if deadline is not None:
                 # A record taken again after the cursor moved back is handed to
                 # this consumer afresh, as Redis does.
-                db.executemany(
+                # One statement over the rows' id range (every record in it was
+                # taken), not one step a row: SQLite's loop, not the driver's.
+                db.execute(
                     "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt, consumer, delivered) "
-                    "VALUES (?1, ?2, ?3, ?4, 1, ?5, ?5, ?6) ON CONFLICT(grp, pid, offset) DO UPDATE SET "
+                    "SELECT ?1, ?2, id - ?3, ?4, 1, ?5, ?5, ?6 FROM records WHERE id BETWEEN ?3 + ?7 AND ?3 + ?8 "
+                    "ON CONFLICT(grp, pid, offset) DO UPDATE SET "
                     "due = ?4, deliveries = 1, receipt = ?5, consumer = ?5, delivered = ?6",
-                    [(group, pid, r[0], deadline, consumer, now) for r in rows],
+                    (group, pid, lo, deadline, consumer, now, rows[0][0], rows[-1][0]),
                 )
             db.execute(
                 "INSERT INTO queue_cursors(grp, pid, scanned) VALUES (?, ?, ?) "
@@ -292,20 +295,27 @@ class SQLiteConsumers(SQLiteBase):
                     ).fetchone()
                     if row is not None:
                         found[offset] = (row[0], row[1])
-            matched, unmatched = [], []
+            matched: set[int] = set()
+            unmatched = []
             for offset, ts in records:
                 if found.get(offset) == (ts, 1):
-                    matched.append((group, pid, offset))
+                    matched.add(offset)
                 else:
                     unmatched.append((offset, ts))
-            done = (
-                db.executemany(
-                    "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ? AND receipt IS NOT NULL",
-                    matched,
+            if not matched:
+                return 0, unmatched
+            low, high = min(matched), max(matched)
+            if high - low + 1 == len(matched):  # a whole range (what one XREADGROUP delivered): one step
+                done = db.execute(
+                    "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset BETWEEN ? AND ? "
+                    "AND receipt IS NOT NULL",
+                    (group, pid, low, high),
                 ).rowcount
-                if matched
-                else 0
-            )
+            else:
+                done = db.executemany(
+                    "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ? AND receipt IS NOT NULL",
+                    [(group, pid, offset) for offset in matched],
+                ).rowcount
         return done, unmatched
 
     # consumers ---------------------------------------------------------------
