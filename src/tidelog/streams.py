@@ -306,6 +306,7 @@ class Streams:
         last: dict[str, _Last] = {}
         planned: list[tuple[int, str, NewRecord, StreamId | None]] = []
         pending_derived: set[str] = set()
+        now = self.log.clock()  # once a batch: the ids only need it not to run backwards
 
         for i, add in enumerate(adds):
             try:
@@ -321,8 +322,9 @@ class Streams:
                     # planned before it, which exist only once written.
                     self._flush(planned, results, last)
                     pending_derived.clear()
+                    now = self.log.clock()  # what was written carries a later time
                 top = last[add.stream]
-                sid = self._assign(add, top)
+                sid = self._assign(add, top, now)
                 record = encode_entry(add.fields, sid)
             except Exception as e:  # noqa: BLE001 - handed back to that request only
                 results[i] = e
@@ -336,10 +338,9 @@ class Streams:
         self._trim_after_add(adds, results)
         return results
 
-    def _assign(self, add: Add, top: _Last) -> StreamId | None:
+    def _assign(self, add: Add, top: _Last, now: int) -> StreamId | None:
         """The id to store, or None for a derived id (written as <ts>-<offset>)."""
         if add.id is None:
-            now = self.log.clock()
             if now > top.id.ms or (now == top.id.ms and top.derived):
                 return None
             return top.id.next()  # the clock is behind the last id: continue after it

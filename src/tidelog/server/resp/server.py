@@ -29,7 +29,6 @@ import logging
 import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ...errors import ConfigurationError, TidelogError
@@ -88,7 +87,10 @@ class Writer:
         self.items: list[Any] = []
         self.batch = server.loop.create_future()
         self.ready = asyncio.Event()
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix="tidelog-resp-writer")
+        # One thread, handed each batch as the commands' store calls are
+        # (LoopThreads): a queue put and one call_soon_threadsafe back, not
+        # run_in_executor's chained concurrent and asyncio futures.
+        self.thread = LoopThreads(1, "tidelog-resp-writer")
         self.task = asyncio.ensure_future(self._run())
 
     def submit(self, add: Add, reply: Callable[[Any], Any]) -> Deferred:
@@ -112,7 +114,7 @@ class Writer:
             items, batch = self.items, self.batch
             self.items, self.batch = [], loop.create_future()
             try:
-                results = await loop.run_in_executor(self.executor, self._write, items)
+                results = await self.thread.run(self._write, items)
             except Exception as e:  # noqa: BLE001 - every request of the batch hears it
                 results = [e] * len(items)
             batch.set_result(results)
@@ -142,7 +144,7 @@ class Writer:
 
     def close(self) -> None:
         self.task.cancel()
-        self.executor.shutdown(wait=False)
+        self.thread.stop(wait=False)
 
 
 class RespServer:
