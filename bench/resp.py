@@ -3,7 +3,8 @@
 Measured in the same run, on loopback only, with bounded request counts:
 
 - `redis-benchmark -c 50 XADD <key> * f <100 bytes>`, unpipelined and with -P 16;
-- an XREADGROUP + XACK loop from redis-py (one entry a round trip, and 100).
+- an XREADGROUP + XACK loop from redis-py (one entry a round trip, and 100);
+- an XREAD COUNT 10 loop from redis-py through a stream, by id.
 
 tidelog commits every XADD to SQLite before it replies (WAL,
 synchronous=NORMAL); Redis keeps its data in memory. Each server's CPU time
@@ -106,6 +107,28 @@ def group_loop(port: int, key: str, entries: int, count: int, measure: Callable[
     return done
 
 
+def xread_loop(port: int, key: str, entries: int, measure: Callable[[], Iterator[None]]) -> int:
+    """XREAD COUNT 10 after the last id read, through `entries` added
+    beforehand; returns the entries read."""
+    r = redis.Redis(host="127.0.0.1", port=port)
+    r.delete(key)
+    pipe = r.pipeline(transaction=False)
+    for _ in range(entries):
+        pipe.xadd(key, {"f": VALUE})
+    pipe.execute()
+    done, last = 0, "0"
+    with measure():
+        while done < entries:
+            got = r.xread({key: last}, count=10)
+            if not got:
+                break
+            last = got[0][1][-1][0]
+            done += len(got[0][1])
+    r.delete(key)
+    r.close()
+    return done
+
+
 def reachable(port: int) -> bool:
     try:
         return redis.Redis(host="127.0.0.1", port=port, socket_timeout=2).ping()
@@ -165,6 +188,7 @@ WORKLOADS = [
     ("XADD, 50 connections, -P 16", "b"),
     ("XREADGROUP COUNT 1 + XACK (redis-py)", "c"),
     ("XREADGROUP COUNT 100 + XACK (redis-py)", "d"),
+    ("XREAD COUNT 10 (redis-py)", "e"),
 ]
 
 
@@ -179,8 +203,10 @@ def run_workload(kind: str, port: int, pid: int, key: str, args: argparse.Namesp
             n = xadd(port, key, args.requests * 4, 16)
     elif kind == "c":
         n = group_loop(port, key, args.loop, 1, meter)
-    else:
+    elif kind == "d":
         n = group_loop(port, key, args.loop * 10, 100, meter)
+    else:
+        n = xread_loop(port, key, args.loop * 4, meter)
     if kind in "ab":
         redis.Redis(host="127.0.0.1", port=port).delete(key)
     return n / meter.wall, meter.cpu / n * 1e6

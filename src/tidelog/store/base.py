@@ -892,6 +892,17 @@ class SettlesAndReceives(Protocol):
 
 
 @runtime_checkable
+class ReadsInPlace(Protocol):
+    """A store that can say whether its reads wait for nothing: no lock a
+    writer holds, no network (SQLite on a file in WAL: each thread reads on
+    its own connection, from the memory map). A server may then run a small
+    read on its event loop rather than hand it to a thread."""
+
+    def reads_wait_for_nothing(self) -> bool:
+        """True when no read waits for a writer or a peer."""
+
+
+@runtime_checkable
 class ReadsInto(Protocol):
     """A store that builds the caller's record objects as it reads (the core's
     Message class): each row becomes `make(row)` as it leaves the driver, and

@@ -34,6 +34,7 @@ from typing import Any
 from ...errors import ConfigurationError, TidelogError
 from ...log import Log
 from ...records import BatchSent
+from ...store.base import ReadsInPlace
 from ...streams import Add, Streams
 from ..limits import Limits
 from ..runtime.hub import AppendHub
@@ -175,6 +176,11 @@ class RespServer:
         # Store calls; a command's round trip to them is a queue put and one
         # call_soon_threadsafe back (LoopThreads), not a pool's chained futures.
         self.threads = LoopThreads(8, "tidelog-resp")
+        # A small read on a store whose reads wait for nothing (SQLite on a
+        # file) runs on the loop: a hop to a thread and back cost more CPU
+        # than the read of a few records from the page cache.
+        store = log.store
+        self.reads_in_place = isinstance(store, ReadsInPlace) and store.reads_wait_for_nothing()
         self.connections: set[Connection] = set()
         self.handlers: set[asyncio.Task[Any]] = set()  # one a connection, awaited when we stop
         self.ids = itertools.count(1)
@@ -226,6 +232,13 @@ class RespServer:
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run a blocking core call in the pool."""
+        return await self.threads.run(fn, *args)
+
+    async def read(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a small read (a bounded number of records, from the tail as
+        a rule): here when the store's reads wait for nothing, else in the pool."""
+        if self.reads_in_place:
+            return fn(*args)
         return await self.threads.run(fn, *args)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -442,11 +455,14 @@ class Connection:
         elif reply is not NO_REPLY:
             self.out.append(encode(reply, self.proto))
 
-    async def wait_for(self, topics: Sequence[str], read: Callable[[], list], block_ms: int | None) -> list:
-        """Run `read` in the pool; with BLOCK, again after each append to `topics`
-        until it finds something or the time is up (0 waits for ever)."""
+    async def wait_for(
+        self, topics: Sequence[str], read: Callable[[], list], block_ms: int | None, small: bool = False
+    ) -> list:
+        """Run `read` in the pool (`small`: `server.read`); with BLOCK, again after
+        each append to `topics` until it finds something or the time is up (0 waits for ever)."""
+        run = self.server.read if small else self.server.run
         if block_ms is None:
-            return await self.server.run(read)
+            return await run(read)
         loop = self.server.loop
         deadline = None if block_ms == 0 else loop.time() + block_ms / 1000
         keys = [(topic, None) for topic in topics]
@@ -455,7 +471,7 @@ class Connection:
             while True:
                 woken = self.server.hub.register(keys)
                 try:
-                    found = await self.server.run(read)
+                    found = await run(read)
                     if found:
                         return found
                     left = None if deadline is None else deadline - loop.time()
