@@ -335,6 +335,39 @@ def test_nogroup_replies(srv, r):
     assert r.xlen("s") == 1 and srv.log.groups() == []
 
 
+def test_a_group_destroyed_or_its_stream_deleted_is_gone_at_once(srv, r, url):
+    """XREADGROUP and XACK find a group gone however it went: XGROUP DESTROY,
+    DEL of its stream, or a destroy by another process on the same file."""
+    nogroup = "NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option"
+
+    def delivered() -> list[bytes]:
+        return [e[0] for e in r.xreadgroup("g", "c", {"s": ">"}, count=1)[0][1]]
+
+    ids = [r.xadd("s", {"n": str(i)}) for i in range(6)]
+    r.xgroup_create("s", "g", id="0")
+    assert delivered() == ids[:1] and r.xack("s", "g", ids[0]) == 1
+    assert r.xgroup_destroy("s", "g") == 1
+    with pytest.raises(redis.ResponseError, match=f"^{nogroup}$"):
+        r.xreadgroup("g", "c", {"s": ">"})
+    assert r.xack("s", "g", ids[1]) == 0
+    r.xgroup_create("s", "g", id="0")  # made again: from the start
+    assert delivered() == ids[:1] and r.xack("s", "g", ids[0]) == 1
+    assert r.delete("s") == 1
+    with pytest.raises(redis.ResponseError, match=f"^{nogroup}$"):
+        r.xreadgroup("g", "c", {"s": ">"})
+    again = [r.xadd("s", {"n": str(i)}) for i in range(3)]
+    r.xgroup_create("s", "g", id="0")
+    assert delivered() == again[:1]
+    other = tidelog.open(url)  # another process's view of the store: none of our caches
+    try:
+        assert other.store.queue_delete("g", "s") is True
+    finally:
+        other.close()
+    with pytest.raises(redis.ResponseError, match=f"^{nogroup}$"):
+        r.xreadgroup("g", "c", {"s": ">"})
+    assert r.xack("s", "g", again[0]) == 0
+
+
 # bad frames --------------------------------------------------------------------
 
 

@@ -139,12 +139,17 @@ class SQLiteConsumers(SQLiteBase):
         topic_id, pid = self._group_pid(group, topic, partition)
         lo = pid << OFFSET_BITS
         with self._write() as db:
-            self._need_group(db, group, topic, topic_id)
+            # The group's cursor row on the partition proves the group exists
+            # (deleting the group deletes it in the same transaction): the
+            # group itself is looked up only when there is none.
+            cursor = db.execute(
+                "SELECT scanned FROM queue_cursors WHERE grp = ? AND pid = ?", (group, pid)
+            ).fetchone()
+            if cursor is None:
+                self._need_group(db, group, topic, topic_id)
             rows = db.execute(
-                "SELECT id - ?1, ts, value, meta FROM records WHERE id > ?1 + coalesce("
-                "(SELECT scanned FROM queue_cursors WHERE grp = ?2 AND pid = ?3), 0) "
-                "AND id < ?4 ORDER BY id LIMIT ?5",
-                (lo, group, pid, lo + OFFSET_SPAN, limit),
+                "SELECT id - ?1, ts, value, meta FROM records WHERE id > ?1 + ?2 AND id < ?3 ORDER BY id LIMIT ?4",
+                (lo, 0 if cursor is None else cursor[0], lo + OFFSET_SPAN, limit),
             ).fetchall()
             self._touch(db, group, topic_id, consumer, now, bool(rows))
             if not rows:
@@ -273,7 +278,6 @@ class SQLiteConsumers(SQLiteBase):
         lo = pid << OFFSET_BITS
         offsets = sorted({o for o, _ in records if 1 <= o < OFFSET_SPAN})
         with self._write() as db:
-            self._need_group(db, group, topic, topic_id)
             # Read on the writer connection, in this transaction: a reader
             # connection finds its page cache stale after every commit, and
             # that read cost more than the ack (an XACK of an entry just
@@ -303,6 +307,7 @@ class SQLiteConsumers(SQLiteBase):
                 else:
                     unmatched.append((offset, ts))
             if not matched:
+                self._need_group(db, group, topic, topic_id)
                 return 0, unmatched
             low, high = min(matched), max(matched)
             if high - low + 1 == len(matched):  # a whole range (what one XREADGROUP delivered): one step
@@ -316,6 +321,10 @@ class SQLiteConsumers(SQLiteBase):
                     "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ? AND receipt IS NOT NULL",
                     [(group, pid, offset) for offset in matched],
                 ).rowcount
+            if not done:
+                # A lease finished proves the group exists (deleting a group
+                # deletes its leases); with none, look the group up.
+                self._need_group(db, group, topic, topic_id)
         return done, unmatched
 
     # consumers ---------------------------------------------------------------
