@@ -140,6 +140,33 @@ def test_long_pipelines_commit_in_order(r):
     assert [entry_id for entry_id, _ in r.xrange("p")] == ids
 
 
+def test_a_bad_command_in_a_pipeline_gets_its_own_error(r):
+    """The XADDs of one pipeline commit together, the reads among them see
+    the XADDs before them, and each refused command answers for itself, in
+    order, while the others are kept (as Redis does)."""
+    pipe = r.pipeline(transaction=False)
+    pipe.xadd("p", {"n": "0"}, id="5-1")
+    pipe.xadd("p", {"n": "x"}, id="5-1")  # not above the top item
+    pipe.xadd("p", {"n": "1"})
+    pipe.xlen("p")
+    pipe.execute_command("XADD", "p", "*", "tidelog-stream-id", "1-1")  # a reserved field name
+    pipe.execute_command("NOSUCH", "p")
+    pipe.xadd("p", {"n": "2"})
+    pipe.xrange("p", count=10)
+    pipe.execute_command("XADD", "p", "*", "odd")  # wrong number of arguments
+    pipe.xadd("p", {"n": "3"})
+    replies = pipe.execute(raise_on_error=False)
+    errors = {i: str(reply) for i, reply in enumerate(replies) if isinstance(reply, redis.ResponseError)}
+    assert sorted(errors) == [1, 4, 5, 8]
+    assert errors[1].startswith("The ID specified in XADD is equal or smaller")
+    assert "reserved" in errors[4] and errors[5].startswith("unknown command 'NOSUCH'")
+    assert errors[8] == "wrong number of arguments for 'xadd' command"
+    assert replies[0] == b"5-1" and replies[3] == 2
+    assert [fields[b"n"] for _, fields in replies[7]] == [b"0", b"1", b"2"]
+    assert [fields[b"n"] for _, fields in r.xrange("p")] == [b"0", b"1", b"2", b"3"]
+    assert [entry_id for entry_id, _ in r.xrange("p")] == [replies[i] for i in (0, 2, 6, 9)]
+
+
 def test_maxlen_minid_trim_and_del(r):
     ids = [r.xadd("s", {"n": str(i)}) for i in range(6)]
     r.xadd("s", {"n": "6"}, maxlen=4, approximate=False)

@@ -276,7 +276,9 @@ class Connection:
         self.requests = RequestReader(server.limits, self._authenticated)
         self.read_task: asyncio.Future | None = None
         self.out: list[bytes] = []
-        self.outstanding: list[Deferred] = []
+        # Replies not written yet because a reply before them waits for its
+        # commit: Deferreds, and the ready error lines queued behind them.
+        self.outstanding: list[Deferred | bytes] = []
         self.id = next(server.ids)
         self.proto = 2
         self.name: str | None = None
@@ -397,6 +399,9 @@ class Connection:
     async def settle_outstanding(self) -> None:
         while self.outstanding:
             d = self.outstanding.pop(0)
+            if isinstance(d, bytes):
+                self.out.append(d)
+                continue
             try:
                 results = await d.future
                 self.out.append(encode(d.reply(results[d.index]), self.proto))
@@ -422,7 +427,7 @@ class Connection:
                 await self.execute(command)
         except ProtocolError as e:
             # One error line, then the connection closes, as Redis does.
-            self.out.append(error(e.line))
+            self._reply_in_turn(error(e.line))
         await self.settle_outstanding()
         self._send()
         if not self.transport_writer.transport.is_closing():
@@ -448,12 +453,20 @@ class Connection:
         except Exception as e:  # noqa: BLE001 - a Redis error reply; the connection stays usable
             if not isinstance(e, TidelogError | RespError):
                 logger.exception("RESP command %s failed", text(name))
-            self.out.append(error(translate(e)))
+            self._reply_in_turn(error(translate(e)))
             return
         if type(reply) is Deferred:
             self.outstanding.append(reply)
         elif reply is not NO_REPLY:
             self.out.append(encode(reply, self.proto))
+
+    def _reply_in_turn(self, line: bytes) -> None:
+        """A ready reply (an error) after those still waiting for their commit:
+        a pipeline's replies keep its commands' order."""
+        if self.outstanding:
+            self.outstanding.append(line)
+        else:
+            self.out.append(line)
 
     async def wait_for(
         self, topics: Sequence[str], read: Callable[[], list], block_ms: int | None, small: bool = False
