@@ -26,9 +26,13 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 
 from ...bounds import MAX_DELAY_S, MAX_DELIVERIES, MAX_OFFSET, MAX_TIMESTAMP_MS, MAX_VISIBILITY_S
 from ...config import NAME_RE, TXN_RE
+from ...errors import InvalidRequest
 from ...log import MAX_BATCH
+from ...records import NewRecord
 from ...results import MAX_RESULT_TTL_S
 from ...results import STATUSES as JOB_STATUSES
+from ...wire import unb64
+from .bodies import kind
 
 # -- the shared field types -----------------------------------------------------------
 
@@ -109,6 +113,40 @@ class RecordIn(Body, kw_only=True):
     # A header is {"name", "value" or "value_base64"}, or a [name, value] pair of strings.
     headers: dict[str, str] | list[HeaderIn | tuple[str, str]] | None = None
     partition: Offset | None = None
+
+    def to_record(self, at: str) -> tuple[Any, int | None, str | bytes | None]:
+        """(value or NewRecord, explicit partition or None, key or None), as
+        `wire.record_in` reads an untyped one: the rules a type cannot state."""
+        value = self.value
+        if self.format == "bytes":
+            value = unb64(value, f"{at}.value")
+        elif self.format == "text" and not isinstance(value, str):
+            raise InvalidRequest(f"{at}.value must be a string when format is text, not {kind(value)}")
+        key: str | bytes | None = self.key
+        if self.key_base64 is not None:
+            if key is not None:
+                raise InvalidRequest(f"{at} has both key and key_base64; send one")
+            key = unb64(self.key_base64, f"{at}.key_base64")
+        if key is None and self.headers is None:
+            return value, self.partition, None
+        return NewRecord(value, key, self._headers(f"{at}.headers")), self.partition, key
+
+    def _headers(self, at: str) -> list[tuple[str, bytes]] | None:
+        if self.headers is None:
+            return None
+        if isinstance(self.headers, dict):
+            return [(name, text.encode()) for name, text in self.headers.items()]
+        pairs = []
+        for i, header in enumerate(self.headers):
+            if isinstance(header, tuple):
+                pairs.append((header[0], header[1].encode()))
+            elif isinstance(header.value, str) == isinstance(header.value_base64, str):
+                raise InvalidRequest(f"{at}[{i}] needs exactly one of value, value_base64")
+            elif isinstance(header.value, str):
+                pairs.append((header.name, header.value.encode()))
+            else:
+                pairs.append((header.name, unb64(header.value_base64, f"{at}[{i}].value_base64")))
+        return pairs
 
 
 Records = Annotated[list[RecordIn], Meta(min_length=1, max_length=MAX_BATCH)]

@@ -16,11 +16,12 @@ from starlette.routing import Route
 from ...bounds import MAX_TIMESTAMP_MS
 from ...config import check_name, check_txn
 from ...errors import InvalidRequest, UnknownGroup, UnknownTopic
-from ...log import MAX_BATCH, Message
+from ...log import Message
 from ...records import BatchSent
 from ...store.base import TopicInfo
 from ...wire import record_in
 from .bodies import (
+    decode,
     field,
     int_field,
     json_object,
@@ -30,8 +31,10 @@ from .bodies import (
     query_limit,
     query_str,
     query_wait,
+    read_body,
 )
 from .members import member_commit
+from .models import Produce
 from .responses import ctx_of, json_response, messages_out
 
 MAX_READ = 10_000  # records a read answers at most; a larger limit is held to it
@@ -145,19 +148,16 @@ async def produce(request: Request) -> Response:
     """Records to one topic; each record's partition, key or the spread picks its partition."""
     ctx = ctx_of(request)
     topic = _topic(request)
-    body = await json_object(request, ctx.settings.max_body)
-    no_unknown(body, {"records", "partition", "producer", "timestamp"})
-    records = field(body, "records", list)
-    if not records:
-        raise InvalidRequest("field 'records' must hold at least one record")
-    if len(records) > MAX_BATCH:
-        raise InvalidRequest(f"field 'records' holds at most {MAX_BATCH} records, got {len(records)}")
-    default_partition = int_field(body, "partition", 0, default=None)
-    producer_id, stamp = _producer_and_stamp(body)
+    body = decode(await read_body(request, ctx.settings.max_body), Produce)
+    records = body.records
+    default_partition = body.partition
+    producer_id, stamp = body.producer, body.timestamp
+    if producer_id is not None:
+        check_name("producer", producer_id)
     # Group records by what picks their partition, keeping their order.
     groups: dict[tuple, tuple[list[int], list[Any]]] = {}
     for i, item in enumerate(records):
-        value, partition, key = record_in(item, f"records[{i}]")
+        value, partition, key = item.to_record(f"records[{i}]")
         if partition is None:
             partition = default_partition
         route = ("p", partition) if partition is not None else ("k", key) if key is not None else ("spread",)
