@@ -242,25 +242,28 @@ class Produce(Body, kw_only=True):
 
 class Batch(Body, kw_only=True):
     topic: Name
-    partition: Offset | UnsetType = UNSET
-    key: str | UnsetType = UNSET
-    producer: Name | UnsetType = UNSET
-    timestamp: TimeMs | UnsetType = UNSET
-    records: Annotated[list[RecordIn], Meta(min_length=1)]
+    partition: Offset | None = None
+    key: str | None = None
+    producer: Name | None = None
+    timestamp: TimeMs | None = None
+    records: Annotated[list[RecordIn], Meta(min_length=1, max_length=MAX_BATCH)]
 
 
 class ProduceBatches(Body, kw_only=True):
+    """POST /v1/records: decoded and validated by this type."""
+
     batches: Annotated[list[Batch], Meta(min_length=1)]
+    # Checked by config.check_txn in the route, which words the rule.
     txn: (
         Annotated[
             str,
             Meta(
-                pattern=f"^{TXN_RE.pattern}$",
+                extra_json_schema={"pattern": f"^{TXN_RE.pattern}$"},
                 description="an idempotent write: a txn id seen before writes nothing and answers that write",
             ),
         ]
-        | UnsetType
-    ) = UNSET
+        | None
+    ) = None
     txn_since: (
         Annotated[
             int,
@@ -271,8 +274,8 @@ class ProduceBatches(Body, kw_only=True):
                 "no longer counts (a dedup window); this write takes it over",
             ),
         ]
-        | UnsetType
-    ) = UNSET
+        | None
+    ) = None
 
 
 class Placed(Answer, kw_only=True):
