@@ -423,9 +423,12 @@ class OpenQueue(Body, kw_only=True):
 
 
 class Send(Body, kw_only=True):
-    records: Annotated[list[RecordIn], Meta(min_length=1)]
-    delay: Annotated[float, Meta(ge=0, le=MAX_DELAY_S)] | UnsetType = UNSET
+    """POST /v1/queues/{topic}/messages: decoded and validated by this type."""
+
+    records: Records
+    delay: Annotated[float, Meta(ge=0, le=MAX_DELAY_S)] | None = None
     priority: Annotated[int, Meta(ge=0, le=9)] = 0
+    # At most 128 bytes (queues.check_dedup_id, in the route: a length in bytes).
     dedup_id: (
         Annotated[
             str,
@@ -435,10 +438,10 @@ class Send(Body, kw_only=True):
                 "nothing is appended and the first send's offsets are answered",
             ),
         ]
-        | UnsetType
-    ) = UNSET
-    partition: Offset | UnsetType = UNSET
-    producer: Name | UnsetType = UNSET
+        | None
+    ) = None
+    partition: Offset | None = None
+    producer: Name | None = None
 
 
 class Received(Answer, kw_only=True):

@@ -20,18 +20,15 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ...bounds import (
-    MAX_DELAY_S,
     MAX_DELIVERIES,
     MAX_RECEIVE,
     MAX_VISIBILITY_S,
-    check_priority,
     check_seconds,
     check_time_ms,
     check_visibility_timeout,
 )
 from ...config import check_name
 from ...errors import InvalidRequest, LeaseLost, TidelogError
-from ...log import MAX_BATCH
 from ...notify import along_poll
 from ...queues import (
     MAX_PEEK,
@@ -46,9 +43,10 @@ from ...queues import (
     queue_stats,
 )
 from ...records import Prepared
-from ...wire import record_in, row_to_wire
+from ...wire import row_to_wire
 from . import receipts
 from .bodies import (
+    decode,
     field,
     int_field,
     json_object,
@@ -61,6 +59,7 @@ from .bodies import (
     read_body,
 )
 from .context import Context
+from .models import Send
 from .responses import ctx_of, json_response, raw_json
 
 
@@ -131,24 +130,17 @@ def _placement(route: tuple) -> dict[str, Any]:
 async def send(request: Request) -> Response:
     ctx = ctx_of(request)
     topic, group = topic_and_group(request)
-    body = await json_object(request, ctx.settings.max_body)
-    no_unknown(body, {"records", "delay", "partition", "producer", "priority", "dedup_id"})
-    records = field(body, "records", list)
-    if not records or len(records) > MAX_BATCH:
-        raise InvalidRequest(f"field 'records' must hold 1 to {MAX_BATCH} records, got {len(records)}")
-    delay = check_seconds("delay", number_field(body, "delay", default=0), MAX_DELAY_S)
-    priority = check_priority(body.get("priority", 0))
-    dedup_id = body.get("dedup_id")
+    body = decode(await read_body(request, ctx.settings.max_body), Send)
+    records, delay, priority, dedup_id = body.records, body.delay or 0, body.priority, body.dedup_id
     if dedup_id is not None:
         check_dedup_id(dedup_id)
-    default_partition = int_field(body, "partition", 0, default=None)
-    producer_id = field(body, "producer", str, default=None)
+    default_partition, producer_id = body.partition, body.producer
     if producer_id is not None:
         check_name("producer", producer_id)
     # Group records by what picks their partition, keeping their order.
     routes: dict[tuple, tuple[list[int], list[Any]]] = {}
     for i, item in enumerate(records):
-        value, partition, key = record_in(item, f"records[{i}]")
+        value, partition, key = item.to_record(f"records[{i}]")
         partition = default_partition if partition is None else partition
         route = ("p", partition) if partition is not None else ("k", key) if key is not None else ("spread",)
         slot = routes.setdefault(route, ([], []))
