@@ -13,6 +13,8 @@ Conventions:
   as optional without also allowing null; a field that takes null as "not
   given" says so with `| None`.
 - `Answer` is a response body: the fields a client can rely on.
+- A model's docstring is its description in the document: notes for the
+  reader of this code are comments.
 - Names are stated with their pattern (`Name`) but checked by
   `config.check_name` in the route, which answers InvalidName (code
   `invalid_name`) with the name's rules, as every front does.
@@ -231,9 +233,8 @@ class GrowTopic(Body, kw_only=True):
 # -- produce --------------------------------------------------------------------------
 
 
+# POST /v1/topics/{topic}/records: decoded and validated by this type.
 class Produce(Body, kw_only=True):
-    """POST /v1/topics/{topic}/records: decoded and validated by this type."""
-
     records: Records
     partition: Offset | None = None
     producer: Name | None = None
@@ -249,9 +250,8 @@ class Batch(Body, kw_only=True):
     records: Annotated[list[RecordIn], Meta(min_length=1, max_length=MAX_BATCH)]
 
 
+# POST /v1/records: decoded and validated by this type.
 class ProduceBatches(Body, kw_only=True):
-    """POST /v1/records: decoded and validated by this type."""
-
     batches: Annotated[list[Batch], Meta(min_length=1)]
     # Checked by config.check_txn in the route, which words the rule.
     txn: (
@@ -422,9 +422,8 @@ class OpenQueue(Body, kw_only=True):
     ) = UNSET
 
 
+# POST /v1/queues/{topic}/messages: decoded and validated by this type.
 class Send(Body, kw_only=True):
-    """POST /v1/queues/{topic}/messages: decoded and validated by this type."""
-
     records: Records
     delay: Annotated[float, Meta(ge=0, le=MAX_DELAY_S)] | None = None
     priority: Annotated[int, Meta(ge=0, le=9)] = 0
