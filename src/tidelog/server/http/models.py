@@ -473,7 +473,9 @@ class Extend(Body, kw_only=True):
 
 class Reject(Body, kw_only=True):
     receipt: Receipt
-    reason: str | UnsetType = UNSET
+    reason: Annotated[str, Meta(description="the dead letter's reason header (default: rejected)")] | None = (
+        None
+    )
 
 
 class PeekedList(Answer, kw_only=True):

@@ -59,7 +59,7 @@ from .bodies import (
     read_body,
 )
 from .context import Context
-from .models import Send
+from .models import Empty, Reject, Send
 from .responses import ctx_of, json_response, raw_json
 
 
@@ -327,9 +327,11 @@ async def extend(request: Request) -> Response:
 
 async def reject(request: Request) -> Response:
     """Straight to the dead-letter topic, with headers naming where it came from."""
-    ctx, topic, group, body = await _settle_body(request, {"receipt", "reason"})
-    r = receipts.decode(field(body, "receipt", str), group, topic)
-    reason = field(body, "reason", str, default="rejected")
+    ctx = ctx_of(request)
+    topic, group = topic_and_group(request)
+    body = decode(await read_body(request, ctx.settings.max_body), Reject)
+    r = receipts.decode(body.receipt, group, topic)
+    reason = "rejected" if body.reason is None else body.reason
     queue = await _existing(ctx, topic, group)
 
     def do() -> int:
@@ -388,10 +390,8 @@ async def purge_queue(request: Request) -> Response:
     ctx = ctx_of(request)
     topic, group = topic_and_group(request)
     raw = await read_body(request, ctx.settings.max_body)
-    body = parse_json(raw) if raw.strip() else {}
-    if not isinstance(body, dict):
-        raise InvalidRequest("the request body must be a JSON object")
-    no_unknown(body, set())
+    if raw.strip():  # no body, or one with no fields
+        decode(raw, Empty)
     purged = await ctx.run(purge, ctx.log, topic, group)
     return json_response({"topic": topic, "group": group, "purged": purged})
 
