@@ -86,6 +86,11 @@ def decode(raw: bytes, typ: type[T]) -> T:
         raise InvalidRequest(f"malformed JSON body: {e}") from None
 
 
+async def read_model(request: Request, max_body: int, typ: type[T]) -> T:
+    """The body (within `max_body`) as a `typ`: `read_body`, then `decode`."""
+    return decode(await read_body(request, max_body), typ)
+
+
 # msgspec's messages: "<what> - at `$.records[0].key`", or "<what>" about the body itself.
 _EXPECTED = re.compile(r"Expected `([^`]+)`, got `(\w+)`")
 _BOUND = re.compile(r"Expected `\w+` (>=|<=|>|<) (\S+)")

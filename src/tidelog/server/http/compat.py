@@ -25,7 +25,6 @@ from ...notify import along_poll
 from ...records import FMT_TEXT, Message, Prepared, decode_meta
 from . import v1
 from .bodies import (
-    decode,
     field,
     int_field,
     json_object,
@@ -34,6 +33,7 @@ from .bodies import (
     query_str,
     query_wait,
     read_body,
+    read_model,
 )
 from .models import PublishPayload
 from .responses import ctx_of, json_response, raw_json
@@ -98,7 +98,7 @@ async def create_topic(request: Request) -> Response:
 async def publish(request: Request) -> Response:
     ctx = ctx_of(request)
     topic = check_name("topic", request.path_params["name"])
-    payload = decode(await read_body(request, ctx.settings.max_body), PublishPayload).payload
+    payload = (await read_model(request, ctx.settings.max_body, PublishPayload)).payload
     await one_partition(ctx, topic, writes=True)
     producer = ctx.producer(None)
 

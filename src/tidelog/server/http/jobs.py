@@ -10,7 +10,7 @@ queue's name).
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 from msgspec import UNSET
 from starlette.requests import Request
@@ -21,12 +21,11 @@ from ... import results
 from ...config import check_name
 from ...errors import InvalidRequest
 from ...results import DONE
-from .bodies import decode, read_body
+from .bodies import decode, read_body, read_model
 from .models import Empty, FinishJob, StartJob
 from .responses import ctx_of, json_response
 
 DEFAULT_QUEUE = "jobs"
-T = TypeVar("T")
 
 
 def _job(request: Request) -> tuple[str, str, str]:
@@ -36,10 +35,6 @@ def _job(request: Request) -> tuple[str, str, str]:
     job = request.path_params["job"]
     results.parse_job_id(job)
     return topic, group, job
-
-
-async def _body(request: Request, model: type[T]) -> T:
-    return decode(await read_body(request, ctx_of(request).settings.max_body), model)
 
 
 def _row(row: Any) -> dict[str, Any]:
@@ -70,7 +65,7 @@ async def start_job(request: Request) -> Response:
     """A runner's claim before it runs the job: the job's row after it (state running, or why not)."""
     ctx = ctx_of(request)
     topic, group, job = _job(request)
-    body = await _body(request, StartJob)
+    body = await read_model(request, ctx.settings.max_body, StartJob)
     attempts, ttl = body.attempts, body.ttl_ms
     row = await ctx.run(results.start, ctx.log, topic, group, job, attempts, ttl)
     return json_response(_row(row))
@@ -80,7 +75,7 @@ async def finish_job(request: Request) -> Response:
     """A runner's record of how a run ended: done with a result, failed or dead-lettered with an error."""
     ctx = ctx_of(request)
     topic, group, job = _job(request)
-    body = await _body(request, FinishJob)
+    body = await read_model(request, ctx.settings.max_body, FinishJob)
     state, attempts, ttl = body.state, body.attempts, body.ttl_ms
     # Present or not is what counts: a handler's result may be null.
     end = {k: v for k, v in (("result", body.result), ("error", body.error)) if v is not UNSET}

@@ -345,9 +345,9 @@ class Poll(Body, kw_only=True):
         Annotated[
             int, Meta(ge=1, description="at most 100000 are answered; a larger value is held to 100000")
         ]
-        | UnsetType
-    ) = UNSET
-    wait: Annotated[float, Meta(ge=0, le=30)] | UnsetType = UNSET
+        | None
+    ) = None
+    wait: Annotated[float, Meta(ge=0, le=30, description="long-poll seconds")] | None = None
 
 
 class Release(Body, kw_only=True):

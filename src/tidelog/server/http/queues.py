@@ -57,6 +57,7 @@ from .bodies import (
     query_seconds,
     query_wait,
     read_body,
+    read_model,
 )
 from .context import Context
 from .models import Empty, Reject, Send
@@ -130,7 +131,7 @@ def _placement(route: tuple) -> dict[str, Any]:
 async def send(request: Request) -> Response:
     ctx = ctx_of(request)
     topic, group = topic_and_group(request)
-    body = decode(await read_body(request, ctx.settings.max_body), Send)
+    body = await read_model(request, ctx.settings.max_body, Send)
     records, delay, priority, dedup_id = body.records, body.delay or 0, body.priority, body.dedup_id
     if dedup_id is not None:
         check_dedup_id(dedup_id)
@@ -329,7 +330,7 @@ async def reject(request: Request) -> Response:
     """Straight to the dead-letter topic, with headers naming where it came from."""
     ctx = ctx_of(request)
     topic, group = topic_and_group(request)
-    body = decode(await read_body(request, ctx.settings.max_body), Reject)
+    body = await read_model(request, ctx.settings.max_body, Reject)
     r = receipts.decode(body.receipt, group, topic)
     reason = "rejected" if body.reason is None else body.reason
     queue = await _existing(ctx, topic, group)

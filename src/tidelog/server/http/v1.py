@@ -19,7 +19,6 @@ from ...log import Message
 from ...records import BatchSent
 from ...store.base import TopicInfo
 from .bodies import (
-    decode,
     field,
     int_field,
     json_object,
@@ -29,7 +28,7 @@ from .bodies import (
     query_limit,
     query_str,
     query_wait,
-    read_body,
+    read_model,
 )
 from .members import member_commit
 from .models import Produce, ProduceBatches
@@ -138,7 +137,7 @@ async def produce(request: Request) -> Response:
     """Records to one topic; each record's partition, key or the spread picks its partition."""
     ctx = ctx_of(request)
     topic = _topic(request)
-    body = decode(await read_body(request, ctx.settings.max_body), Produce)
+    body = await read_model(request, ctx.settings.max_body, Produce)
     records = body.records
     default_partition = body.partition
     producer_id, stamp = body.producer, body.timestamp
@@ -191,7 +190,7 @@ async def produce_batches(request: Request) -> Response:
     writes nothing and answers that earlier write's batches.
     """
     ctx = ctx_of(request)
-    body = decode(await read_body(request, ctx.settings.max_body), ProduceBatches)
+    body = await read_model(request, ctx.settings.max_body, ProduceBatches)
     txn = body.txn
     if txn is not None:
         check_txn(txn)
