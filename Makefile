@@ -34,10 +34,12 @@ lint: $(STAMP)
 # suite mostly waits (servers, leases, processes), so more workers than cores overlap
 # it. The Spark and slow tiers start first (tests/tiers.py); the fronts' tests run on a
 # server thread and on `tidelog serve --workers 2` (tests/conftest.py). docs/development.md.
+# TEST_ARGS: what to run instead of everything (`make test TEST_ARGS="-m 'not spark'"`).
 TEST_WORKERS ?= 4
+TEST_ARGS ?=
 
 test: lint
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=20
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=20 $(TEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[bench]'

@@ -3,7 +3,8 @@
 Tiers are marks, so `-m` picks them (docs/development.md):
 
 - `spark`: tests/spark. A process holds one SparkSession (a JVM that takes
-  seconds to start), so one worker runs the whole tier.
+  seconds to start), so one worker runs the tier's local-session tests and
+  another the standalone cluster's (test_cluster.py starts a session of its own).
 - `slow`: multi-process, crash, chaos and soak tests.
 - the rest.
 
@@ -33,8 +34,6 @@ WHOLE_MODULES = frozenset(
         "tests/test_kafka_brokers.py",
         "tests/test_kafka_groups.py",
         "tests/test_kafka_limits.py",
-        "tests/test_http_fuzz.py",
-        "tests/test_http_schema.py",
         "tests/test_serve.py",
     }
 )
@@ -43,6 +42,9 @@ WHOLE_MODULES = frozenset(
 def unit_of(nodeid: str) -> str:
     """The work unit a test belongs to: tests of one unit run on one worker, in order."""
     path, _, name = nodeid.partition("::")
+    if path == "tests/spark/test_cluster.py":
+        # A standalone cluster and a session on it of its own: the longest unit, beside the next.
+        return path
     if path.startswith("tests/spark/"):
         return "spark"
     if path in WHOLE_MODULES:
