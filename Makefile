@@ -26,8 +26,8 @@ run: $(SERVE_STAMP)
 	$(VENV)/bin/tidelog serve --db ./tidelog.db --host 127.0.0.1 --port 7070
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check --output-format concise src tests bench examples docs/gen_pages.py
-	$(VENV)/bin/ruff format --check src tests bench examples docs/gen_pages.py
+	$(VENV)/bin/ruff check --output-format concise src tests bench examples tools docs/gen_pages.py
+	$(VENV)/bin/ruff format --check src tests bench examples tools docs/gen_pages.py
 	$(VENV)/bin/mypy  # strict on the core and the stores, checked-untyped elsewhere (pyproject.toml)
 
 # The whole suite, every tier, in one run on TEST_WORKERS pytest-xdist workers: the

@@ -1,29 +1,39 @@
 """Redis protocol benchmark: tidelog's RESP front beside the real Redis server.
 
-Both measured in the same run, on loopback only, with bounded request counts:
+Measured in the same run, on loopback only, with bounded request counts:
 
 - `redis-benchmark -c 50 XADD <key> * f <100 bytes>`, unpipelined and with -P 16;
-- an XREADGROUP + XACK loop from redis-py (one entry a round trip, and 100).
+- an XREADGROUP + XACK loop from redis-py (one entry a round trip, and 100);
+- an XREAD COUNT 10 loop from redis-py through a stream, by id.
 
 tidelog commits every XADD to SQLite before it replies (WAL,
-synchronous=NORMAL); Redis keeps its data in memory. Prints figures and
-ratios, never passes or fails.
+synchronous=NORMAL); Redis keeps its data in memory. Each server's CPU time
+(user + system, from /proc) over each run is divided by the entries it
+handled: on a machine shared with other work that figure holds where the
+rates move with the load. The servers take turns `--rounds` times (tidelog,
+the `--before` tree's tidelog, Redis), and the medians are compared. Prints
+figures and ratios, never passes or fails.
 
-    python bench/resp.py [--requests 50000] [--redis-port 6379]
+    python bench/resp.py [--requests 50000] [--rounds 3] [--before DIR] [--redis-port 6379]
+
+`--before DIR` also runs a server from another source tree (a `src`
+directory, e.g. `git archive main src | tar -x -C /tmp/before`, then
+`--before /tmp/before/src`), measured alike in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import redis
 
@@ -36,8 +46,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def xadd_rps(port: int, key: str, requests: int, pipeline: int) -> float:
-    out = subprocess.run(
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used, its ended threads included."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def xadd(port: int, key: str, requests: int, pipeline: int) -> int:
+    """XADDs from redis-benchmark's 50 connections; returns how many."""
+    subprocess.run(
         [
             "redis-benchmark",
             "-h",
@@ -61,13 +79,13 @@ def xadd_rps(port: int, key: str, requests: int, pipeline: int) -> float:
         text=True,
         timeout=300,
         check=True,
-    ).stdout
-    rows = list(csv.reader(io.StringIO(out)))
-    return float(rows[-1][1])
+    )
+    return requests
 
 
-def group_loop(port: int, key: str, entries: int, count: int) -> float:
-    """Entries a second through XREADGROUP COUNT n + XACK of what came back."""
+def group_loop(port: int, key: str, entries: int, count: int, measure: Callable[[], Iterator[None]]) -> int:
+    """XREADGROUP COUNT n + XACK of what came back, over `entries` added
+    beforehand (outside the measurement); returns the entries read."""
     r = redis.Redis(host="127.0.0.1", port=port)
     r.delete(key)
     pipe = r.pipeline(transaction=False)
@@ -76,18 +94,39 @@ def group_loop(port: int, key: str, entries: int, count: int) -> float:
     pipe.execute()
     r.xgroup_create(key, "bench", id="0")
     done = 0
-    start = time.perf_counter()
-    while done < entries:
-        got = r.xreadgroup("bench", "c1", {key: ">"}, count=count)
-        if not got:
-            break
-        ids = [e[0] for e in got[0][1]]
-        r.xack(key, "bench", *ids)
-        done += len(ids)
-    elapsed = time.perf_counter() - start
+    with measure():
+        while done < entries:
+            got = r.xreadgroup("bench", "c1", {key: ">"}, count=count)
+            if not got:
+                break
+            ids = [e[0] for e in got[0][1]]
+            r.xack(key, "bench", *ids)
+            done += len(ids)
     r.delete(key)
     r.close()
-    return done / elapsed
+    return done
+
+
+def xread_loop(port: int, key: str, entries: int, measure: Callable[[], Iterator[None]]) -> int:
+    """XREAD COUNT 10 after the last id read, through `entries` added
+    beforehand; returns the entries read."""
+    r = redis.Redis(host="127.0.0.1", port=port)
+    r.delete(key)
+    pipe = r.pipeline(transaction=False)
+    for _ in range(entries):
+        pipe.xadd(key, {"f": VALUE})
+    pipe.execute()
+    done, last = 0, "0"
+    with measure():
+        while done < entries:
+            got = r.xread({key: last}, count=10)
+            if not got:
+                break
+            last = got[0][1][-1][0]
+            done += len(got[0][1])
+    r.delete(key)
+    r.close()
+    return done
 
 
 def reachable(port: int) -> bool:
@@ -97,67 +136,144 @@ def reachable(port: int) -> bool:
         return False
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=50_000, help="XADDs per redis-benchmark run")
-    parser.add_argument("--loop", type=int, default=5_000, help="entries per XREADGROUP + XACK loop")
-    parser.add_argument("--redis-port", type=int, default=6379)
-    args = parser.parse_args()
-    if shutil.which("redis-benchmark") is None:
-        sys.exit("redis-benchmark is missing: install Debian's redis-tools")
-
-    tmp = tempfile.mkdtemp(prefix="tidelog-resp-bench-")
+@contextmanager
+def tidelog_server(tmp: str, name: str, src: str | None) -> Iterator[tuple[int, int]]:
+    """A RESP server on a new SQLite file (from `src` when given): (port, pid)."""
     port = free_port()
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = os.path.abspath(src)
     server = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "tidelog.server.resp",
             "--db",
-            os.path.join(tmp, "bench.db"),
+            os.path.join(tmp, f"{name}.db"),
             "--port",
             str(port),
         ],
         stdout=subprocess.PIPE,
         text=True,
+        env=env,
     )
     try:
+        assert server.stdout is not None
         server.stdout.readline()  # "listening on ..."
-        targets = {"tidelog": port}
-        if reachable(args.redis_port):
-            targets["redis"] = args.redis_port
-        else:
-            print(f"(no Redis on 127.0.0.1:{args.redis_port}: tidelog figures only)")
-        key = f"tidelog-bench-{os.getpid()}"
-        rows = []
-        for label, run in [
-            ("XADD, 50 connections, unpipelined", lambda p: xadd_rps(p, key + "-a", args.requests, 1)),
-            ("XADD, 50 connections, -P 16", lambda p: xadd_rps(p, key + "-b", args.requests * 4, 16)),
-            ("XREADGROUP COUNT 1 + XACK (redis-py)", lambda p: group_loop(p, key + "-c", args.loop, 1)),
-            (
-                "XREADGROUP COUNT 100 + XACK (redis-py)",
-                lambda p: group_loop(p, key + "-d", args.loop * 10, 100),
-            ),
-        ]:
-            figures = {name: run(p) for name, p in targets.items()}
-            rows.append((label, figures))
-        for name, p in targets.items():
-            if name == "redis":
-                redis.Redis(host="127.0.0.1", port=p).delete(key + "-a", key + "-b")
+        yield port, server.pid
     finally:
         server.terminate()
         server.wait(10)
-        server.stdout.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+        if server.stdout is not None:
+            server.stdout.close()
 
-    print("figures from a shared 2-core machine; per second")
-    print(f"| {'workload':40} | {'tidelog':>10} | {'redis':>10} | {'ratio':>6} |")
-    print(f"| {'-' * 40} | {'-' * 9}: | {'-' * 9}: | {'-' * 5}: |")
-    for label, figures in rows:
-        t = figures["tidelog"]
-        rd = figures.get("redis")
-        ratio = f"{t / rd:.2f}" if rd else "-"
-        print(f"| {label:40} | {t:10,.0f} | {(f'{rd:,.0f}' if rd else '-'):>10} | {ratio:>6} |")
+
+class Meter:
+    """Wall time and one process's CPU time over the `with` blocks it measures."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.wall = self.cpu = 0.0
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        cpu, start = cpu_seconds(self.pid), time.perf_counter()
+        yield
+        self.wall += time.perf_counter() - start
+        self.cpu += cpu_seconds(self.pid) - cpu
+
+
+WORKLOADS = [
+    ("XADD, 50 connections, unpipelined", "a"),
+    ("XADD, 50 connections, -P 16", "b"),
+    ("XREADGROUP COUNT 1 + XACK (redis-py)", "c"),
+    ("XREADGROUP COUNT 100 + XACK (redis-py)", "d"),
+    ("XREAD COUNT 10 (redis-py)", "e"),
+]
+
+
+def run_workload(kind: str, port: int, pid: int, key: str, args: argparse.Namespace) -> tuple[float, float]:
+    """(entries a second, server CPU µs an entry) of one workload on one server."""
+    meter = Meter(pid)
+    if kind == "a":
+        with meter():
+            n = xadd(port, key, args.requests, 1)
+    elif kind == "b":
+        with meter():
+            n = xadd(port, key, args.requests * 4, 16)
+    elif kind == "c":
+        n = group_loop(port, key, args.loop, 1, meter)
+    elif kind == "d":
+        n = group_loop(port, key, args.loop * 10, 100, meter)
+    else:
+        n = xread_loop(port, key, args.loop * 4, meter)
+    if kind in "ab":
+        redis.Redis(host="127.0.0.1", port=port).delete(key)
+    return n / meter.wall, meter.cpu / n * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=50_000, help="XADDs per redis-benchmark run")
+    parser.add_argument("--loop", type=int, default=5_000, help="entries per XREADGROUP + XACK loop")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="runs of each workload on each server, taking turns"
+    )
+    parser.add_argument("--before", metavar="DIR", help="another source tree's src directory, measured alike")
+    parser.add_argument("--redis-port", type=int, default=6379)
+    args = parser.parse_args()
+    if shutil.which("redis-benchmark") is None:
+        sys.exit("redis-benchmark is missing: install Debian's redis-tools")
+
+    targets: list[tuple[str, str | None]] = [("tidelog", None)]
+    if args.before:
+        targets.append(("before", args.before))
+    redis_pid = None
+    if reachable(args.redis_port):
+        info = redis.Redis(host="127.0.0.1", port=args.redis_port).info("server")
+        redis_pid = int(info["process_id"])
+    else:
+        print(f"(no Redis on 127.0.0.1:{args.redis_port}: tidelog figures only)")
+    names = [name for name, _ in targets] + (["redis"] if redis_pid else [])
+    figures: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    load_before = os.getloadavg()
+    tmp = tempfile.mkdtemp(prefix="tidelog-resp-bench-")
+    key = f"tidelog-bench-{os.getpid()}"
+    try:
+        for _ in range(args.rounds):
+            for _, kind in WORKLOADS:
+                for name, src in targets:
+                    with tidelog_server(tmp, f"{name}-{kind}", src) as (port, pid):
+                        got = run_workload(kind, port, pid, f"{key}-{kind}", args)
+                    figures.setdefault((name, kind), []).append(got)
+                if redis_pid is not None:
+                    got = run_workload(kind, args.redis_port, redis_pid, f"{key}-{kind}", args)
+                    figures.setdefault(("redis", kind), []).append(got)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    load_after = os.getloadavg()
+
+    print(
+        f"per second, and the server's CPU µs an entry; medians of {args.rounds} round(s) taking turns; "
+        f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after (2 cores, shared)"
+    )
+    head = " | ".join(f"{n:>17}" for n in names)
+    print(f"| {'workload':40} | {head} | ratio | ratio by CPU |")
+    print(f"| {'-' * 40} | " + " | ".join("-" * 16 + ":" for _ in names) + " | ----: | -----------: |")
+    for label, kind in WORKLOADS:
+        cells, medians = [], {}
+        for name in names:
+            rate = statistics.median(f[0] for f in figures[(name, kind)])
+            cpu = statistics.median(f[1] for f in figures[(name, kind)])
+            medians[name] = (rate, cpu)
+            cells.append(f"{rate:>9,.0f} {cpu:5.1f}µs")
+        t, rd = medians["tidelog"], medians.get("redis")
+        ratio = f"{t[0] / rd[0]:.2f}" if rd else "-"
+        by_cpu = f"{rd[1] / t[1]:.2f}" if rd and t[1] else "-"
+        print(f"| {label:40} | {' | '.join(cells)} | {ratio:>5} | {by_cpu:>12} |")
+    for (name, kind), runs in sorted(figures.items()):
+        rounds = ", ".join(f"{rate:,.0f} ({cpu:.1f} µs)" for rate, cpu in runs)
+        print(f"  rounds, {name} {kind}: {rounds}", file=sys.stderr)
 
 
 if __name__ == "__main__":

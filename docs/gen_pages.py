@@ -43,8 +43,9 @@ def _type(schema: dict[str, Any]) -> str:
     """A one-line reading of a JSON schema: type, bounds, pattern or choices."""
     if not schema:
         return "any"
-    if "oneOf" in schema:
-        return " or ".join(_type(s) for s in schema["oneOf"])
+    for either in ("oneOf", "anyOf"):
+        if either in schema:
+            return " or ".join(_type(s) for s in schema[either])
     if "enum" in schema:
         return " \\| ".join(f"`{v}`" for v in schema["enum"])
     kind = schema.get("type", "any")

@@ -5,6 +5,7 @@ tests/conformance (test_aio.py, and every test's async variant)."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import subprocess
 import sys
 import threading
@@ -161,36 +162,111 @@ NO_IO = {
     "on",  # the same runner on another log: builds a handle, no I/O
     "retry_delay",
     "transaction",  # the outbox runs on the application's own (sync) connection
+    "view",  # another log on the same store and threads
 }
 # A sync generator's twin is an async one: called plainly, walked with `async for`.
 ITERATORS = {"iter"}
 
 
-@pytest.mark.anyio
-async def test_every_public_operation_of_the_sync_api_has_an_async_twin(tmp_path):
+TWINS = [
+    (tidelog.aio.AsyncLog, tidelog.Log),
+    (tidelog.aio.AsyncProducer, tidelog.Producer),
+    (tidelog.aio.AsyncConsumer, tidelog.Consumer),
+    (tidelog.aio.AsyncGroupConsumer, tidelog.GroupConsumer),
+    (tidelog.aio.AsyncGroup, tidelog.Group),
+    (tidelog.aio.AsyncQueue, tidelog.Queue),
+    (tidelog.aio.Jobs, tidelog.Jobs),
+]
+
+
+def test_the_generated_twins_are_current():
+    # The twins' plain operations are generated from the sync classes; the
+    # generator also refuses a sync method it cannot twin and a hand-written
+    # twin whose parameters differ from the sync method's.
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "gen_aio.py"), "--check"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(("twin", "core"), TWINS, ids=[core.__name__ for _, core in TWINS])
+def test_every_public_operation_of_the_sync_api_is_spelled_out_on_its_twin(twin, core):
     import inspect
 
-    async with tidelog.aio.open(str(tmp_path / "twins.db")) as log:
-        pairs = [
-            (log, tidelog.Log),
-            (log.producer(), tidelog.Producer),
-            (log.consumer("g"), tidelog.Consumer),
-            (log.consumer("g", topics=["t"]), tidelog.GroupConsumer),
-            (log.group("g"), tidelog.Group),
-            (log.queue("t"), tidelog.Queue),
-            (tidelog.aio.Jobs(log), tidelog.Jobs),
-        ]
-        for twin, core in pairs:
-            for name, member in inspect.getmembers(core, inspect.isfunction):
-                if name.startswith("_"):
-                    continue
-                method = getattr(twin, name)  # spelled out, or offered by Twin for a newer core method
-                awaited = name not in NO_IO and name not in ITERATORS
-                assert inspect.iscoroutinefunction(method) == awaited, (core.__name__, name)
-                if name not in NO_IO and name in vars(type(twin)):  # spelled out: same arguments
-                    ours = list(inspect.signature(method).parameters)
-                    theirs = list(inspect.signature(member).parameters)[1:]
-                    assert ours == theirs, (core.__name__, name, ours, theirs)
+    # On the class, with no catch-all __getattr__: what mypy and an IDE see is all there is.
+    assert not any("__getattr__" in vars(cls) for cls in twin.__mro__), twin.__name__
+    for name, _ in inspect.getmembers(core, inspect.isfunction):
+        if name.startswith("_"):
+            continue
+        assert hasattr(twin, name), (core.__name__, name)
+        method = inspect.getattr_static(twin, name)
+        awaited = name not in NO_IO and name not in ITERATORS
+        assert inspect.iscoroutinefunction(method) == awaited, (core.__name__, name)
+
+
+def _source_copy(tmp_path: Path) -> Path:
+    """A copy of src/tidelog and tools/ to change, for the generator to read."""
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "src" / "tidelog", tmp_path / "src" / "tidelog", ignore=ignore)
+    shutil.copytree(ROOT / "tools", tmp_path / "tools", ignore=ignore)
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)  # the ruff settings the generator formats with
+    return tmp_path
+
+
+def _generate(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(root / "tools" / "gen_aio.py"), *args], capture_output=True, text=True, cwd=ROOT
+    )
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_a_new_sync_operation_gets_its_twin_from_the_generator(tmp_path):
+    root = _source_copy(tmp_path)
+    queues = root / "src" / "tidelog" / "queues.py"
+    _edit(
+        queues,
+        "    def stats(self) -> QueueStats:",
+        "    def waiting(self, limit: int = 10) -> int:\n"
+        '        """How many records wait."""\n'
+        "        return self.stats().available\n\n"
+        "    def stats(self) -> QueueStats:",
+    )
+    stale = _generate(root, "--check")
+    assert stale.returncode == 1 and "out of date" in stale.stderr
+    assert _generate(root).returncode == 0
+    generated = (root / "src" / "tidelog" / "aio" / "generated.py").read_text()
+    assert (
+        "    async def waiting(self, limit: int = 10) -> int:\n"
+        '        """How many records wait."""\n'
+        "        return await self._runtime.call((await self._core()).waiting, limit)\n"
+    ) in generated
+
+
+def test_the_generator_refuses_what_it_cannot_twin_and_a_drifting_hand_written_twin(tmp_path):
+    root = _source_copy(tmp_path)
+    # A sync method that hands out a sync handle: its twin must hand out an asyncio one.
+    _edit(
+        root / "src" / "tidelog" / "queues.py",
+        "    def stats(self) -> QueueStats:",
+        "    def again(self) -> Queue:\n        return self\n\n    def stats(self) -> QueueStats:",
+    )
+    # A hand-written twin whose parameters are no longer the sync method's.
+    _edit(
+        root / "src" / "tidelog" / "aio" / "queue.py",
+        "self, max_messages: int = 1, wait: float = 0,",
+        "self, limit: int = 1, wait: float = 0,",
+    )
+    before = (root / "src" / "tidelog" / "aio" / "generated.py").read_text()
+    done = _generate(root)
+    assert done.returncode == 2
+    assert "Queue.again takes or returns a sync handle" in done.stderr
+    assert "AsyncQueue.receive takes ['limit'" in done.stderr
+    assert (root / "src" / "tidelog" / "aio" / "generated.py").read_text() == before  # nothing written
 
 
 def test_an_open_sync_log_can_be_wrapped_inside_a_loop_only(tmp_path):
@@ -206,3 +282,17 @@ def test_an_open_sync_log_can_be_wrapped_inside_a_loop_only(tmp_path):
         return [m.value for m in msgs]
 
     assert asyncio.run(use()) == [b"x"]
+
+
+@pytest.mark.anyio
+async def test_a_view_is_an_async_log_on_the_same_store_and_threads(tmp_path):
+    async with tidelog.aio.open(str(tmp_path / "view.db")) as log:
+        strict = log.view(auto_create=False, default_partitions=3)  # no I/O: not awaited
+        assert isinstance(strict, tidelog.aio.AsyncLog) and strict.loop is log.loop
+        assert (strict.auto_create, strict.default_partitions) == (False, 3)
+        assert (log.auto_create, log.default_partitions) == (True, 1)
+        with pytest.raises(tidelog.UnknownTopic):
+            await strict.producer().send("missing", b"x")
+        await log.producer().send("made", b"x")
+        assert [m.value for m in await strict.read("made", 0)] == [b"x"]
+        assert [t.name for t in await strict.topics()] == ["made"]

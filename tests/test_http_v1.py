@@ -142,6 +142,52 @@ def test_produce_bad_input_names_the_field_and_writes_nothing(server, http):
         assert [t.name for t in log.topics()] == ["ev"]  # a refused produce creates no topic
 
 
+def test_typed_bodies_refuse_in_words_that_name_the_field_and_what_it_takes(server, http):
+    """The publish bodies are decoded as models (server/http/models.py); a
+    refusal still says which field, what it takes and, for an unknown one,
+    which fields there are."""
+    said = {
+        "/v1/topics/ev/records": [
+            (
+                {"records": [{"value": 1}], "colour": 1},
+                "the body has unknown field(s) colour; known: partition, ",
+            ),
+            (
+                {"records": [{"value": 1, "format": "xml"}]},
+                "'records[0].format' must be one of bytes, json, text",
+            ),
+            (
+                {"records": [{"value": 1}], "timestamp": "now"},
+                "field 'timestamp' must be an integer, not string",
+            ),
+            ({"records": [{"value": 1}], "partition": -1}, "field 'partition' must be >= 0"),
+            ({"records": [{"value": 1, "key_base64": "%%"}]}, "records[0].key_base64 is not valid base64"),
+            ({"records": []}, "field 'records' must hold at least 1"),
+            ({}, "field 'records' is required"),
+            ([1], "the request body must be a JSON object, not array"),
+        ],
+        "/v1/records": [
+            ({"batches": [{"topic": "ev"}]}, "field 'batches[0].records' is required"),
+            (
+                {"batches": [{"topic": "ev", "records": [{"value": 1, "partition": 0}]}]},
+                "a batch goes to one",
+            ),
+            ({"batches": [{"topic": "ev", "records": [{"value": 1}]}], "txn": "a b"}, "invalid txn id 'a b'"),
+        ],
+        "/v1/queues/ev/messages": [
+            ({"records": [{"value": 1}], "priority": 10}, "field 'priority' must be <= 9"),
+            ({"records": [{"value": 1}], "delay": True}, "field 'delay' must be a number, not bool"),
+        ],
+        "/api/topics/ev/publish": [({"value": 1}, "field 'payload' is required")],
+    }
+    for path, cases in said.items():
+        for body, words in cases:
+            assert words in error(http.post(path, json=body), 400)["message"], (path, body)
+    bad_name = http.post("/v1/topics/ev/records", json={"records": [{"value": 1}], "producer": "a b"})
+    assert error(bad_name, 400)["code"] == "invalid_name"  # names keep their own code and words
+    assert http.get("/v1/topics/ev").status_code == 404  # nothing refused made the topic
+
+
 def test_batches_are_all_or_nothing(server, http):
     http.post("/v1/topics", json={"name": "a", "partitions": 2})
     ok = http.post(

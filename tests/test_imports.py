@@ -154,6 +154,7 @@ CORE = {
     "tidelog.deadletters",
     "tidelog.outbox",
     "tidelog.jobs",
+    "tidelog.runner",
     "tidelog.results",
     "tidelog.schedules",
     "tidelog.retention",

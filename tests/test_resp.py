@@ -140,6 +140,33 @@ def test_long_pipelines_commit_in_order(r):
     assert [entry_id for entry_id, _ in r.xrange("p")] == ids
 
 
+def test_a_bad_command_in_a_pipeline_gets_its_own_error(r):
+    """The XADDs of one pipeline commit together, the reads among them see
+    the XADDs before them, and each refused command answers for itself, in
+    order, while the others are kept (as Redis does)."""
+    pipe = r.pipeline(transaction=False)
+    pipe.xadd("p", {"n": "0"}, id="5-1")
+    pipe.xadd("p", {"n": "x"}, id="5-1")  # not above the top item
+    pipe.xadd("p", {"n": "1"})
+    pipe.xlen("p")
+    pipe.execute_command("XADD", "p", "*", "tidelog-stream-id", "1-1")  # a reserved field name
+    pipe.execute_command("NOSUCH", "p")
+    pipe.xadd("p", {"n": "2"})
+    pipe.xrange("p", count=10)
+    pipe.execute_command("XADD", "p", "*", "odd")  # wrong number of arguments
+    pipe.xadd("p", {"n": "3"})
+    replies = pipe.execute(raise_on_error=False)
+    errors = {i: str(reply) for i, reply in enumerate(replies) if isinstance(reply, redis.ResponseError)}
+    assert sorted(errors) == [1, 4, 5, 8]
+    assert errors[1].startswith("The ID specified in XADD is equal or smaller")
+    assert "reserved" in errors[4] and errors[5].startswith("unknown command 'NOSUCH'")
+    assert errors[8] == "wrong number of arguments for 'xadd' command"
+    assert replies[0] == b"5-1" and replies[3] == 2
+    assert [fields[b"n"] for _, fields in replies[7]] == [b"0", b"1", b"2"]
+    assert [fields[b"n"] for _, fields in r.xrange("p")] == [b"0", b"1", b"2", b"3"]
+    assert [entry_id for entry_id, _ in r.xrange("p")] == [replies[i] for i in (0, 2, 6, 9)]
+
+
 def test_maxlen_minid_trim_and_del(r):
     ids = [r.xadd("s", {"n": str(i)}) for i in range(6)]
     r.xadd("s", {"n": "6"}, maxlen=4, approximate=False)
@@ -258,6 +285,27 @@ def test_consumer_group_flow(srv, r):
     assert r.xinfo_groups("s") == []
 
 
+def test_xack_acks_exactly_the_ids_named(srv, r):
+    """XACK confirms each id against its entry: a derived id with another
+    time acks nothing, a stored id (explicit, or `<derived>` whose offset
+    holds an entry with a stored id) acks its own entry only."""
+    derived = [r.xadd("s", {"n": str(i)}) for i in range(3)]
+    ms, seq = (int(x) for x in derived[2].split(b"-"))
+    stored = r.xadd("s", {"n": "explicit"}, id=f"{ms + 10}-7")  # offset 4, id <ms+10>-7
+    far = [r.xadd("s", {"n": str(i)}) for i in range(40)][-1]  # an id far from the others
+    assert r.xgroup_create("s", "g", id="0") is True
+    assert len(r.xreadgroup("g", "c", {"s": ">"})[0][1]) == 44
+    wrong_time = f"{ms + 1}-{seq}"  # offset 3's position, another time: no entry
+    assert r.xack("s", "g", wrong_time) == 0
+    # The stored entry (offset 4) was appended within moments of ms: its <ts>-4 is among these, and not its id.
+    assert r.xack("s", "g", *(f"{t}-4" for t in range(ms, ms + 500))) == 0
+    assert r.xack("s", "g", stored, derived[0], far, derived[0], "99999999999999-1") == 3
+    assert r.xpending("s", "g")["pending"] == 41
+    assert r.xack("s", "g", derived[1], derived[2], stored) == 2
+    pending = [p["message_id"] for p in r.xpending_range("s", "g", "-", "+", 100)]
+    assert derived[2] not in pending and stored not in pending and len(pending) == 39
+
+
 def test_pending_never_expire_and_autoclaim_after_a_consumer_dies(srv):
     r = srv.client()
     ids = [r.xadd("jobs", {"n": str(i)}) for i in range(3)]
@@ -312,6 +360,39 @@ def test_nogroup_replies(srv, r):
     assert raw.reply() == "+PONG"
     raw.close()
     assert r.xlen("s") == 1 and srv.log.groups() == []
+
+
+def test_a_group_destroyed_or_its_stream_deleted_is_gone_at_once(srv, r, url):
+    """XREADGROUP and XACK find a group gone however it went: XGROUP DESTROY,
+    DEL of its stream, or a destroy by another process on the same file."""
+    nogroup = "NOGROUP No such key 's' or consumer group 'g' in XREADGROUP with GROUP option"
+
+    def delivered() -> list[bytes]:
+        return [e[0] for e in r.xreadgroup("g", "c", {"s": ">"}, count=1)[0][1]]
+
+    ids = [r.xadd("s", {"n": str(i)}) for i in range(6)]
+    r.xgroup_create("s", "g", id="0")
+    assert delivered() == ids[:1] and r.xack("s", "g", ids[0]) == 1
+    assert r.xgroup_destroy("s", "g") == 1
+    with pytest.raises(redis.ResponseError, match=f"^{nogroup}$"):
+        r.xreadgroup("g", "c", {"s": ">"})
+    assert r.xack("s", "g", ids[1]) == 0
+    r.xgroup_create("s", "g", id="0")  # made again: from the start
+    assert delivered() == ids[:1] and r.xack("s", "g", ids[0]) == 1
+    assert r.delete("s") == 1
+    with pytest.raises(redis.ResponseError, match=f"^{nogroup}$"):
+        r.xreadgroup("g", "c", {"s": ">"})
+    again = [r.xadd("s", {"n": str(i)}) for i in range(3)]
+    r.xgroup_create("s", "g", id="0")
+    assert delivered() == again[:1]
+    other = tidelog.open(url)  # another process's view of the store: none of our caches
+    try:
+        assert other.store.queue_delete("g", "s") is True
+    finally:
+        other.close()
+    with pytest.raises(redis.ResponseError, match=f"^{nogroup}$"):
+        r.xreadgroup("g", "c", {"s": ">"})
+    assert r.xack("s", "g", again[0]) == 0
 
 
 # bad frames --------------------------------------------------------------------

@@ -16,6 +16,9 @@ success, retries a failure with exponential backoff (a nack with delay),
 dead-letters after the queue's max deliveries, and on shutdown stops taking
 work and lets running jobs finish. What became of a job is kept for
 `result_ttl` seconds after it finished.
+
+Registering handlers and what happens to one delivery are `tidelog.runner`'s,
+written once for this runner and the asyncio one (`tidelog.aio.Jobs`).
 """
 
 from __future__ import annotations
@@ -31,104 +34,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import results, schedules
-from .bounds import MAX_VISIBILITY_S, check_seconds
 from .config import check_name
-from .errors import InvalidRequest, LeaseLost, TidelogError
+from .errors import LeaseLost, TidelogError
 from .queues import Delivery
 from .records import Sent
 from .results import DEFAULT_RESULT_TTL_S, JobInfo
-from .schedules import Schedule, ScheduleInfo, Scheduler, Tick
+from .runner import End, Run, Runner, Settle, Start, execution
+from .schedules import ScheduleInfo, Scheduler, Tick
 
 if TYPE_CHECKING:
     from .log import Log
 
 logger = logging.getLogger("tidelog.jobs")
-
-Handler = Callable[[Any], Any]
-
-
-MAX_CONCURRENCY = 1024
-
-
-def check_runner(concurrency: Any, backoff: Any, max_backoff: Any) -> None:
-    """The runner's options (shared with `tidelog.aio.Jobs`); InvalidRequest names the bad one.
-
-    A retry is a nack with a delay, so the backoff stops where a nack's delay
-    does (`MAX_VISIBILITY_S`, 12 hours)."""
-    if (
-        isinstance(concurrency, bool)
-        or not isinstance(concurrency, int)
-        or not 1 <= concurrency <= MAX_CONCURRENCY
-    ):
-        raise InvalidRequest(
-            f"concurrency must be an integer from 1 to {MAX_CONCURRENCY}, got {concurrency!r}"
-        )
-    check_seconds("backoff", backoff, MAX_VISIBILITY_S)
-    check_seconds("max_backoff", max_backoff, MAX_VISIBILITY_S)
-    if max_backoff < backoff:
-        raise InvalidRequest(f"max_backoff ({max_backoff}) must be at least backoff ({backoff})")
-
-
-def check_periodic_options(tz: Any, missed: Any) -> None:
-    """The options of `periodic` that need no cron library (checked first)."""
-    if missed not in schedules.MISSED:
-        raise InvalidRequest(f"missed must be one of {', '.join(schedules.MISSED)}, got {missed!r}")
-    if not isinstance(tz, str):
-        raise InvalidRequest(f"tz must be a time zone name such as Europe/Paris, not {tz!r}")
-
-
-def add_schedule(known: dict[str, Schedule], schedule: Schedule) -> None:
-    """Refuse a second schedule of one name (with two expressions, or twice the same)."""
-    if len(known) >= schedules.MAX_SCHEDULES:
-        raise InvalidRequest(f"a runner has at most {schedules.MAX_SCHEDULES} schedules")
-    other = known.get(schedule.name)
-    if other is not None:
-        if (other.cron, other.tz) != (schedule.cron, schedule.tz):
-            raise InvalidRequest(
-                f"schedule {schedule.name!r} is registered twice, as {other.cron!r} ({other.tz}) "
-                f"and {schedule.cron!r} ({schedule.tz}): give each its own name"
-            )
-        raise InvalidRequest(f"schedule {schedule.name!r} is registered twice")
-
-
-def retry_delay(backoff: float, max_backoff: float, delivery_count: int) -> float:
-    """Exponential backoff: backoff * 2^(n-1), capped at max_backoff."""
-    # 2.0 ** n overflows past n = 1023: past 64 doublings any backoff is at its cap.
-    return min(max_backoff, backoff * 2.0 ** min(64, max(0, delivery_count - 1)))
-
-
-def job_call(d: Delivery) -> tuple[str, Any] | None:
-    """(job name, payload) of a job record, or None when the record is not one."""
-    try:
-        body = d.data
-        return body["job"], body.get("payload")
-    except (ValueError, TypeError, KeyError):
-        return None
-
-
-def log_redelivery(d: Delivery, name: str, max_deliveries: int) -> None:
-    """Say that a job runs again: after a failure (logged then), or after its
-    lease ran out on a runner that stopped or was killed mid-job (logged
-    nowhere else: that runner is gone)."""
-    if d.delivery_count > 1:
-        logger.warning(
-            "job %r (offset %s) delivered again: delivery %d of %d (an earlier one failed, "
-            "or its runner stopped before settling it and its lease ran out)",
-            name,
-            d.offset,
-            d.delivery_count,
-            max_deliveries,
-        )
-
-
-def failure_reason(error: BaseException) -> str:
-    """The dead-letter reason of a job that failed on its last delivery."""
-    return f"failed: {failure(error)}"
-
-
-def failure(error: BaseException) -> str:
-    """A handler's failure as its job's status keeps it."""
-    return f"{type(error).__name__}: {error}"
 
 
 @dataclass(frozen=True)
@@ -167,7 +84,7 @@ class JobRef:
         return Sent(self.topic, self.partition, self.offset, self.timestamp)
 
 
-class Jobs:
+class Jobs(Runner):
     """A job runner over a queue group: register handlers by name, enqueue calls, run workers.
 
     Each job is a queue record; a handler that returns acks it, one that raises
@@ -191,9 +108,7 @@ class Jobs:
     ):
         # ordering="key": jobs enqueued with the same key never run at once
         # and run in the order enqueued (a retry holds the key's later jobs back).
-        check_runner(concurrency, backoff, max_backoff)
-        self.result_ttl = float(result_ttl)
-        self._ttl_ms = results.check_ttl(result_ttl)
+        super().__init__(concurrency, backoff, max_backoff, result_ttl)
         self.queue = log.queue(
             queue,
             group=group,
@@ -201,11 +116,6 @@ class Jobs:
             max_deliveries=max_deliveries,
             ordering=ordering,
         )
-        self.concurrency = concurrency
-        self.backoff = float(backoff)
-        self.max_backoff = float(max_backoff)
-        self._handlers: dict[str, Handler] = {}
-        self._schedules: dict[str, Schedule] = {}
         self._scheduler: Scheduler | None = None
         self._stopping = threading.Event()
         self._drained = threading.Event()  # set once run() has no job left running
@@ -213,49 +123,7 @@ class Jobs:
         self._settled: set[str] = set()  # receipts being acked or nacked: no longer extended
         self._lock = threading.Lock()
 
-    # registering and enqueueing ------------------------------------------------
-
-    def job(self, name: str) -> Callable[[Handler], Handler]:
-        """Register a handler (a function or an `async def`) for job `name`."""
-        check_name("job", name)
-
-        def register(fn: Handler) -> Handler:
-            if name in self._handlers:
-                raise InvalidRequest(f"job {name!r} is registered twice")
-            self._handlers[name] = fn
-            return fn
-
-        return register
-
-    def periodic(
-        self, cron: str, *, name: str | None = None, tz: str = "UTC", missed: str = "skip"
-    ) -> Callable[[Handler], Handler]:
-        """Register a handler run on a cron schedule (cronsim's syntax: five
-        fields, or six with seconds first), read in time zone `tz`. Every tick
-        runs once however many runners run (`tidelog.schedules`); ticks
-        missed while no runner ran are skipped but the latest ("skip") or all
-        enqueued ("catch_up", the latest 100 at most). The handler gets
-        `{"schedule": name, "tick": ms since epoch}`; `name` defaults to the
-        function's. A cron expression that does not parse is refused here,
-        naming its field."""
-        check_periodic_options(tz, missed)
-
-        def register(fn: Handler) -> Handler:
-            self._add_schedule(Schedule(name or fn.__name__, cron, tz, missed), fn)
-            return fn
-
-        return register
-
-    def _add_schedule(self, schedule: Schedule, fn: Handler) -> None:
-        schedule.validate()
-        add_schedule(self._schedules, schedule)
-        self.job(schedule.name)(fn)
-        self._schedules[schedule.name] = schedule
-
-    @property
-    def registered_schedules(self) -> dict[str, Schedule]:
-        """The schedules registered on this runner, by name (no I/O)."""
-        return dict(self._schedules)
+    # scheduling and enqueueing (registering: Runner) --------------------------
 
     def schedules(self) -> list[ScheduleInfo]:
         """The queue's schedules (these and any other runner's that ticked) with their last and next tick."""
@@ -333,17 +201,12 @@ class Jobs:
             ordering=self.queue.ordering,
             result_ttl=self.result_ttl,
         )
-        other._handlers = dict(self._handlers)
-        other._schedules = dict(self._schedules)
+        self._registered_on(other)
         return other
 
     def stop(self) -> None:
         """Stop taking work; `run()` returns once running jobs finished."""
         self._stopping.set()
-
-    def retry_delay(self, delivery_count: int) -> float:
-        """Exponential backoff: backoff * 2^(n-1), capped at max_backoff."""
-        return retry_delay(self.backoff, self.max_backoff, delivery_count)
 
     def run(self, *, poll: float = 1.0, install_signals: bool = True) -> None:
         """Run jobs until `stop()` or SIGINT/SIGTERM."""
@@ -454,45 +317,29 @@ class Jobs:
                     logger.exception("extending a job lease failed")
 
     def _execute(self, d: Delivery) -> None:
-        call = job_call(d)
-        if call is None:
-            logger.error("not a job record at offset %s; dead-lettering it", d.offset)
-            self._settle(d, lambda: self.queue.reject(d, reason="not a job record"))
-            return
-        name, payload = call
-        handler = self._handlers.get(name)
-        if handler is None:
-            logger.error("no handler for job %r (offset %s); dead-lettering it", name, d.offset)
-            self._end(d, results.DEAD_LETTERED, {"error": f"no handler for job {name!r}"})
-            self._settle(d, lambda: self.queue.reject(d, reason=f"unknown job {name!r}"))
-            return
-        status = self._start(d)
-        if status in results.FINAL:  # cancelled before it ran, or finished by an earlier delivery
-            logger.info("job %r (offset %s) is %s: not run", name, d.offset, status)
-            self._settle(d, lambda: self.queue.ack(self._current(d)))
-            return
-        log_redelivery(d, name, self.queue.max_deliveries)
-        try:
-            result = handler(payload)
-            if inspect.isawaitable(result):
-                result = asyncio.run(_await(result))
-        except Exception as e:
-            if d.delivery_count >= self.queue.max_deliveries:
-                logger.exception(
-                    "job %r failed on its last delivery (%s); dead-lettering it", name, d.delivery_count
-                )
-                reason = failure_reason(e)
-                self._end(d, results.DEAD_LETTERED, {"error": failure(e)})
-                self._settle(d, lambda: self.queue.reject(self._current(d), reason=reason))
+        # The steps are `runner.execution`'s (the asyncio runner takes the same ones).
+        steps = execution(d, self._handlers, self.queue.max_deliveries, self.retry_delay)
+        answer: Any = None
+        failed: Exception | None = None
+        while True:
+            try:
+                step = steps.send(answer) if failed is None else steps.throw(failed)
+            except StopIteration:
+                return
+            answer, failed = None, None
+            if isinstance(step, Run):
+                try:
+                    answer = step.handler(step.payload)
+                    if inspect.isawaitable(answer):
+                        answer = asyncio.run(_await(answer))
+                except Exception as e:
+                    failed = e
+            elif isinstance(step, Start):
+                answer = self._start(d)
+            elif isinstance(step, End):
+                self._end(d, step.state, step.body)
             else:
-                delay = self.retry_delay(d.delivery_count)
-                logger.exception(
-                    "job %r failed (delivery %s); retrying in %.1fs", name, d.delivery_count, delay
-                )
-                self._end(d, results.FAILED, {"error": failure(e)})
-                self._settle(d, lambda: self.queue.nack(self._current(d), delay=delay))
-            return
-        self._settle(d, lambda: results.done(self.queue, self._current(d), result, self._ttl_ms))
+                self._settle(d, step)
 
     def _start(self, d: Delivery) -> str:
         """The job's status as it starts (a cancel may have come first; see `results.begin`)."""
@@ -522,11 +369,19 @@ class Jobs:
                     return current
         return d
 
-    def _settle(self, d: Delivery, action: Callable[[], Any]) -> None:
+    def _settle(self, d: Delivery, step: Settle) -> None:
         with self._lock:
             self._settled.add(d.receipt)
+        current = self._current(d)
         try:
-            action()
+            if step.command == "ack":
+                self.queue.ack(current)
+            elif step.command == "nack":
+                self.queue.nack(current, delay=step.delay)
+            elif step.command == "reject":
+                self.queue.reject(current, reason=step.reason)
+            else:
+                results.done(self.queue, current, step.value, self._ttl_ms)
         except LeaseLost as e:
             logger.warning("could not settle a job: %s", e)
 

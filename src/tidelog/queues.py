@@ -582,6 +582,7 @@ class Queue:
         dead-lettered: an earlier receipt never settles a record."""
         self._check(d)
         self.log.store.queue_ack(self.group, self.topic, d.partition, d.offset, d.receipt)
+        self._freed()
 
     def extend(self, d: Delivery, seconds: float) -> Delivery:
         """Push the lease deadline out to `seconds` from now."""
@@ -598,6 +599,7 @@ class Queue:
         self._check(d)
         due, behind = self._release_due(back, delay)
         self.log.store.queue_release(self.group, self.topic, d.partition, d.offset, d.receipt, due, behind)
+        self._freed()
 
     def _release_due(self, back: bool, delay: float | None) -> tuple[int, bool]:
         """(due, behind) of a nack."""
@@ -632,6 +634,7 @@ class Queue:
         if not settles:
             return []
         lost = self.log.store.queue_settle(self.group, self.topic, settles)
+        self._freed()
         return self._settled(items, settles, lost)
 
     def _settles(self, items: Sequence[tuple[str, Delivery, float | None]]) -> list[Settle]:
@@ -704,6 +707,8 @@ class Queue:
         store = self.log.store
         if not _settles_and_receives(type(store)):  # two transactions
             lost = store.queue_settle(self.group, self.topic, settles) if settles else []
+            if settles:
+                self._freed()
             got, next_due = self._receive_once(max_messages, lease_ms) if max_messages else ([], None)
             return self._settled(items, settles, lost), got, next_due
         lost, leased, next_due = cast(SettlesAndReceives, store).queue_settle_receive(
@@ -717,6 +722,8 @@ class Queue:
             _new_receipt,
             **self._leasing(),
         )
+        if settles:
+            self._freed()
         got, dead = self._deliveries(leased)
         if dead and len(got) < max_messages:
             more, next_due = self._receive_once(max_messages - len(got), lease_ms)
@@ -784,7 +791,15 @@ class Queue:
             self.log.catalog.shape(self.dead_letter, create=True)
             offset = store.queue_dead_letter(*args)
         self.log.notifier.notify(self.dead_letter, 0, offset)
+        self._freed()
         return offset
+
+    def _freed(self) -> None:
+        # A settle may free a record for this process's waiting receives (a
+        # nack puts it back, an ack lets the next of its key go). The store's
+        # watch wakes them only for other connections' commits (SQLite's
+        # tells no connection of its own), so the waiters are told here.
+        self.log.notifier.notify(self.topic)
 
     def redrive(self, offsets: list[int] | None = None) -> Redriven:
         """Move this topic's dead letters (all, or those at `offsets` of the

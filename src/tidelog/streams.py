@@ -306,6 +306,7 @@ class Streams:
         last: dict[str, _Last] = {}
         planned: list[tuple[int, str, NewRecord, StreamId | None]] = []
         pending_derived: set[str] = set()
+        now = self.log.clock()  # once a batch: the ids only need it not to run backwards
 
         for i, add in enumerate(adds):
             try:
@@ -321,8 +322,9 @@ class Streams:
                     # planned before it, which exist only once written.
                     self._flush(planned, results, last)
                     pending_derived.clear()
+                    now = self.log.clock()  # what was written carries a later time
                 top = last[add.stream]
-                sid = self._assign(add, top)
+                sid = self._assign(add, top, now)
                 record = encode_entry(add.fields, sid)
             except Exception as e:  # noqa: BLE001 - handed back to that request only
                 results[i] = e
@@ -336,10 +338,9 @@ class Streams:
         self._trim_after_add(adds, results)
         return results
 
-    def _assign(self, add: Add, top: _Last) -> StreamId | None:
+    def _assign(self, add: Add, top: _Last, now: int) -> StreamId | None:
         """The id to store, or None for a derived id (written as <ts>-<offset>)."""
         if add.id is None:
-            now = self.log.clock()
             if now > top.id.ms or (now == top.id.ms and top.derived):
                 return None
             return top.id.next()  # the clock is behind the last id: continue after it
@@ -571,9 +572,26 @@ class Streams:
         return out
 
     def ack(self, stream: str, group: str, ids: Sequence[StreamId]) -> int:
+        """XACK: finish the pending entries with these ids; returns how many were pending.
+
+        A derived id names its offset and its record's timestamp: the store
+        confirms both, and that the record holds no stored id, as it acks,
+        in one transaction (an XACK of what XREADGROUP delivered). The ids
+        it cannot confirm so (stored ids, ids of no entry) are looked up
+        one by one, as `offsets_of` does, and acked after."""
         self._group(stream, group)
-        offsets = self.offsets_of(stream, ids)
-        return self.store.queue_ack_offsets(group, stream, 0, offsets) if offsets else 0
+        named = [(sid.seq, sid.ms) for sid in ids if 1 <= sid.seq < OFFSET_LIMIT]
+        acked, unmatched = (
+            self.store.queue_ack_stamped(group, stream, 0, named, _ID_PREFIX) if named else (0, [])
+        )
+        rest = [sid for sid in ids if not 1 <= sid.seq < OFFSET_LIMIT] + [
+            StreamId(ms, seq) for seq, ms in unmatched
+        ]
+        if rest:
+            offsets = self.offsets_of(stream, rest)
+            if offsets:
+                acked += self.store.queue_ack_offsets(group, stream, 0, offsets)
+        return acked
 
     def offsets_of(self, stream: str, ids: Sequence[StreamId]) -> list[int]:
         """The offsets of the entries with exactly these ids (those that exist).

@@ -25,6 +25,16 @@ def test_higher_priority_first_then_offset(clocked_log):
     assert values(q.receive(max_messages=10)) == [b"d", b"b", b"e", b"a", b"c"]
 
 
+def test_a_batch_of_plain_records_yields_to_a_priority_one_behind_them(clocked_log):
+    # Plain records first (no meta: the common case a store may lease fast),
+    # a priority record within the window after them: it still comes first.
+    q = clocked_log.queue("jobs", visibility_timeout=600)
+    q.send_batch([b"p0", b"p1", b"p2", b"p3", b"p4"])
+    q.send(b"urgent", priority=9)
+    assert values(q.receive(max_messages=3)) == [b"urgent", b"p0", b"p1"]
+    assert values(q.receive(max_messages=10)) == [b"p2", b"p3", b"p4"]
+
+
 def test_one_at_a_time_follows_priority_too(clocked_log):
     q = clocked_log.queue("jobs")
     q.send_batch([b"low1", b"low2"])

@@ -9,7 +9,9 @@
         await q.ack(d)
 
 Every operation of the sync API has a twin here with the same name,
-arguments, results and errors. The semantics are the sync core's: a twin
+arguments, results and errors; those that need nothing but awaiting are
+generated from the sync classes (`generated.py`, by tools/gen_aio.py), the
+rest are written here. The semantics are the sync core's: a twin
 runs the core's non-blocking operation on a small thread pool of its log
 and waits (`wait=`, `async for`) on the event loop, woken by appends. A log
 belongs to the event loop it was opened on; using it from another raises

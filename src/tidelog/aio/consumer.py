@@ -7,17 +7,16 @@ from typing import Any
 from ..errors import TidelogError
 from ..log import DEFAULT_BATCH, Consumer, Log
 from ..records import Message
-from .runtime import OnFirstUse, Runtime, Twin
+from .generated import ConsumerOperations
+from .runtime import OnFirstUse, Runtime
 
 
-class AsyncConsumer(Twin):
+class AsyncConsumer(ConsumerOperations):
     """A member of a stream group that names its partitions itself (see `Consumer`).
 
     The group is registered at the first awaited call (or `await open()`);
     a bad group name or option raises there.
     """
-
-    core_class = Consumer
 
     def __init__(self, runtime: Runtime, log: Log, group: str, **options: Any):
         self._runtime = runtime
@@ -58,27 +57,3 @@ class AsyncConsumer(Twin):
         return await self._runtime.undoable(
             rewind, consumer.fetch, topic, partition, max_messages, exclude_producer=exclude_producer
         )
-
-    async def position(self, topic: str, partition: int) -> int:
-        """The offset the last fetch ended at (next fetch starts after it)."""
-        return await self._runtime.call((await self._consumer.get()).position, topic, partition)
-
-    async def set_position(self, topic: str, partition: int, offset: int) -> None:
-        """Make this consumer's next fetch start after `offset` (the committed offset stays)."""
-        consumer = await self._consumer.get()
-        await self._runtime.call(consumer.set_position, topic, partition, offset)
-
-    async def commit(
-        self, topic: str | Message | None = None, partition: int | None = None, offset: int | None = None
-    ) -> None:
-        """Mark everything up to and including `offset` done (see `Consumer.commit`)."""
-        consumer = await self._consumer.get()
-        await self._runtime.call(consumer.commit, topic, partition, offset)
-
-    async def committed(self, topic: str, partition: int) -> int:
-        """The group's committed offset on a partition (0: nothing yet)."""
-        return await self._runtime.call((await self._consumer.get()).committed, topic, partition)
-
-    async def seek(self, topic: str, partition: int, offset: int) -> None:
-        """Set the committed offset, backwards too: the next fetch starts at offset + 1."""
-        await self._runtime.call((await self._consumer.get()).seek, topic, partition, offset)

@@ -21,8 +21,8 @@ from ..errors import Closed, GroupError, TidelogError
 from ..groups import Group, GroupConsumer, TopicPartition
 from ..log import Log
 from ..records import Message
-from ..store.base import GroupMember
-from .runtime import OnFirstUse, Runtime, Twin, on_loop
+from .generated import GroupConsumerOperations, GroupOperations
+from .runtime import OnFirstUse, Runtime, on_loop
 
 # How long `async for` waits in one poll before it looks again (seconds);
 # polls end earlier on an append.
@@ -30,10 +30,8 @@ ITERATE_WAIT_S = 60.0
 ITERATE_BATCH = 500
 
 
-class AsyncGroupConsumer(Twin):
+class AsyncGroupConsumer(GroupConsumerOperations):
     """A member of a stream group with automatic partition assignment (see `GroupConsumer`)."""
-
-    core_class = GroupConsumer
 
     def __init__(self, runtime: Runtime, log: Log, group: str, topics: Iterable[str], **options: Any):
         self._runtime = runtime
@@ -89,16 +87,6 @@ class AsyncGroupConsumer(Twin):
         return [] if consumer is None else consumer.revoking()
 
     # membership ------------------------------------------------------------------
-
-    async def heartbeat(self) -> None:
-        """Tell the group this member is alive and pick up assignment changes."""
-        consumer = await self._consumer.get()
-        await self._runtime.call(consumer.heartbeat)
-
-    async def release(self, partitions: Iterable[TopicPartition]) -> None:
-        """Give up held partitions now (see `GroupConsumer.release`)."""
-        consumer = await self._consumer.get()
-        await self._runtime.call(consumer.release, list(partitions))
 
     async def set_position(self, topic: str, partition: int, offset: int) -> None:
         """Move where this member's next poll of a held partition starts (after `offset`)."""
@@ -205,10 +193,8 @@ def _rewind(consumer: GroupConsumer, msgs: list[Message]) -> None:
             pass  # no longer held: its next owner starts from the committed offset
 
 
-class AsyncGroup(Twin):
+class AsyncGroup(GroupOperations):
     """A view of a stream group: members, generation, assignment, lag (see `Group`)."""
-
-    core_class = Group
 
     def __init__(self, runtime: Runtime, group: Group):
         self._runtime = runtime
@@ -221,15 +207,3 @@ class AsyncGroup(Twin):
     def name(self) -> str:
         """The group's name."""
         return self.sync.name
-
-    async def members(self) -> list[GroupMember]:
-        """The group's live members and the partitions each holds."""
-        return await self._runtime.call(self.sync.members)
-
-    async def commit(self, member: str, generation: int, topic: str, partition: int, offset: int) -> None:
-        """A fenced commit on behalf of `member` at `generation` (see `Group.commit`)."""
-        await self._runtime.call(self.sync.commit, member, generation, topic, partition, offset)
-
-    async def describe(self) -> dict[str, Any]:
-        """The group's generation, members and assignment."""
-        return await self._runtime.call(self.sync.describe)

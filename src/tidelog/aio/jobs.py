@@ -21,34 +21,23 @@ finish and settle, then lets the cancellation through.
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import logging
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import results, schedules
 from ..config import check_name
-from ..errors import InvalidRequest, LeaseLost, ResultTimeout, TidelogError
-from ..jobs import (
-    Handler,
-    add_schedule,
-    check_periodic_options,
-    check_runner,
-    failure,
-    failure_reason,
-    job_call,
-    log_redelivery,
-    retry_delay,
-)
+from ..errors import LeaseLost, ResultTimeout, TidelogError
 from ..queues import Delivery
 from ..records import Sent
 from ..results import DEFAULT_RESULT_TTL_S, JobInfo
-from ..schedules import Schedule, ScheduleInfo, Scheduler, Tick
+from ..runner import End, Run, Runner, Settle, Start, execution
+from ..schedules import ScheduleInfo, Scheduler, Tick
 
 if TYPE_CHECKING:
     from .log import AsyncLog
@@ -89,7 +78,7 @@ class JobRef:
         return Sent(self.topic, self.partition, self.offset, self.timestamp)
 
 
-class Jobs:
+class Jobs(Runner):
     """A job runner over a queue group, on an event loop (see `tidelog.Jobs`)."""
 
     def __init__(
@@ -106,9 +95,7 @@ class Jobs:
         ordering: str | None = None,
         result_ttl: float = DEFAULT_RESULT_TTL_S,
     ):
-        check_runner(concurrency, backoff, max_backoff)
-        self.result_ttl = float(result_ttl)
-        self._ttl_ms = results.check_ttl(result_ttl)
+        super().__init__(concurrency, backoff, max_backoff, result_ttl)
         self.log = log
         self.queue = log.queue(
             queue,
@@ -124,50 +111,13 @@ class Jobs:
             max_deliveries=max_deliveries,
             ordering=ordering,
         )
-        self.concurrency = concurrency
-        self.backoff = float(backoff)
-        self.max_backoff = float(max_backoff)
-        self._handlers: dict[str, Handler] = {}
-        self._schedules: dict[str, Schedule] = {}
         self._scheduler: Scheduler | None = None
         self._stopping = asyncio.Event()
         self._running: dict[asyncio.Task[None], Delivery] = {}
         self._settling: set[str] = set()  # receipts being acked, nacked or rejected: not extended
         self._threads: ThreadPoolExecutor | None = None
 
-    # registering and enqueueing ------------------------------------------------
-
-    def job(self, name: str) -> Callable[[Handler], Handler]:
-        """Register a handler (an `async def`, or a function run in a thread) for job `name`."""
-        check_name("job", name)
-
-        def register(fn: Handler) -> Handler:
-            if name in self._handlers:
-                raise InvalidRequest(f"job {name!r} is registered twice")
-            self._handlers[name] = fn
-            return fn
-
-        return register
-
-    def periodic(
-        self, cron: str, *, name: str | None = None, tz: str = "UTC", missed: str = "skip"
-    ) -> Callable[[Handler], Handler]:
-        """Register a handler run on a cron schedule; see `tidelog.Jobs.periodic`."""
-        check_periodic_options(tz, missed)
-
-        def register(fn: Handler) -> Handler:
-            schedule = Schedule(name or fn.__name__, cron, tz, missed).validate()
-            add_schedule(self._schedules, schedule)
-            self.job(schedule.name)(fn)
-            self._schedules[schedule.name] = schedule
-            return fn
-
-        return register
-
-    @property
-    def registered_schedules(self) -> dict[str, Schedule]:
-        """The schedules registered on this runner, by name (no I/O)."""
-        return dict(self._schedules)
+    # scheduling and enqueueing (registering: Runner) --------------------------
 
     async def schedules(self) -> list[ScheduleInfo]:
         """The queue's schedules with their last and next tick; see `tidelog.Jobs.schedules`."""
@@ -269,8 +219,7 @@ class Jobs:
             result_ttl=self.result_ttl,
             **self._queue_settings,
         )
-        other._handlers = dict(self._handlers)
-        other._schedules = dict(self._schedules)
+        self._registered_on(other)
         return other
 
     def stop(self) -> None:
@@ -284,10 +233,6 @@ class Jobs:
             self._stopping.set()
         else:
             loop.call_soon_threadsafe(self._stopping.set)
-
-    def retry_delay(self, delivery_count: int) -> float:
-        """Exponential backoff: backoff * 2^(n-1), capped at max_backoff."""
-        return retry_delay(self.backoff, self.max_backoff, delivery_count)
 
     async def run(self, *, poll: float = 1.0, install_signals: bool = False) -> None:
         """Run jobs until `stop()` or until the task running this is cancelled.
@@ -334,7 +279,7 @@ class Jobs:
                 await asyncio.wait([receiving])
                 if not receiving.cancelled() and receiving.exception() is None:
                     for d in receiving.result():  # leased as we stopped: back to the front
-                        await self._settle(d, functools.partial(self.queue.nack, d))
+                        await self._settle(d, Settle("nack"))
                 # A lease call the cancel caught running gives its leases back
                 # once done: run() returns after that.
                 await self.log._runtime.idle()
@@ -391,48 +336,36 @@ class Jobs:
                     logger.exception("extending a job lease failed")
 
     async def _execute(self, d: Delivery) -> None:
-        call = job_call(d)
-        if call is None:
-            logger.error("not a job record at offset %s; dead-lettering it", d.offset)
-            await self._settle(d, lambda: self.queue.reject(d, reason="not a job record"))
-            return
-        name, payload = call
-        handler = self._handlers.get(name)
-        if handler is None:
-            logger.error("no handler for job %r (offset %s); dead-lettering it", name, d.offset)
-            await self._end(d, results.DEAD_LETTERED, {"error": f"no handler for job {name!r}"})
-            await self._settle(d, lambda: self.queue.reject(d, reason=f"unknown job {name!r}"))
-            return
-        status = await self._start(d)
-        if status in results.FINAL:  # cancelled before it ran, or finished by an earlier delivery
-            logger.info("job %r (offset %s) is %s: not run", name, d.offset, status)
-            await self._settle(d, lambda: self.queue.ack(self._current(d)))
-            return
-        log_redelivery(d, name, self.queue.max_deliveries)
-        try:
-            if inspect.iscoroutinefunction(handler):
-                result = await handler(payload)
+        # The steps are `runner.execution`'s (the sync runner takes the same ones).
+        steps = execution(d, self._handlers, self.queue.max_deliveries, self.retry_delay)
+        answer: Any = None
+        failed: Exception | None = None
+        while True:
+            try:
+                step = steps.send(answer) if failed is None else steps.throw(failed)
+            except StopIteration:
+                return
+            answer, failed = None, None
+            if isinstance(step, Run):
+                try:
+                    answer = await self._run(step)
+                except Exception as e:
+                    failed = e
+            elif isinstance(step, Start):
+                answer = await self._start(d)
+            elif isinstance(step, End):
+                await self._end(d, step.state, step.body)
             else:
-                result = await asyncio.get_running_loop().run_in_executor(self._pool(), handler, payload)
-                if inspect.isawaitable(result):
-                    result = await result
-        except Exception as e:
-            if d.delivery_count >= self.queue.max_deliveries:
-                logger.exception(
-                    "job %r failed on its last delivery (%s); dead-lettering it", name, d.delivery_count
-                )
-                reason = failure_reason(e)
-                await self._end(d, results.DEAD_LETTERED, {"error": failure(e)})
-                await self._settle(d, lambda: self.queue.reject(self._current(d), reason=reason))
-            else:
-                delay = self.retry_delay(d.delivery_count)
-                logger.exception(
-                    "job %r failed (delivery %s); retrying in %.1fs", name, d.delivery_count, delay
-                )
-                await self._end(d, results.FAILED, {"error": failure(e)})
-                await self._settle(d, lambda: self.queue.nack(self._current(d), delay=delay))
-            return
-        await self._settle(d, lambda: self._done(self._current(d), result))
+                await self._settle(d, step)
+
+    async def _run(self, step: Run) -> Any:
+        """An `async def` handler on the loop, a function in the runner's threads."""
+        if inspect.iscoroutinefunction(step.handler):
+            return await step.handler(step.payload)
+        result = await asyncio.get_running_loop().run_in_executor(self._pool(), step.handler, step.payload)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
 
     async def _start(self, d: Delivery) -> str:
         """The job's status as it starts (see `tidelog.Jobs._start`)."""
@@ -481,9 +414,17 @@ class Jobs:
         current = self._running.get(task) if task is not None else None
         return current if current is not None and current.receipt == d.receipt else d
 
-    async def _settle(self, d: Delivery, action: Callable[[], Awaitable[Any]]) -> None:
+    async def _settle(self, d: Delivery, step: Settle) -> None:
         self._settling.add(d.receipt)
+        current = self._current(d)
         try:
-            await action()
+            if step.command == "ack":
+                await self.queue.ack(current)
+            elif step.command == "nack":
+                await self.queue.nack(current, delay=step.delay)
+            elif step.command == "reject":
+                await self.queue.reject(current, reason=step.reason)
+            else:
+                await self._done(current, step.value)
         except LeaseLost as e:
             logger.warning("could not settle a job: %s", e)

@@ -13,28 +13,25 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, overload
 
 from ..config import check_int, check_name
-from ..log import DEFAULT_BATCH, READ_CHUNK, GroupLag, Log
+from ..log import READ_CHUNK, Log
 from ..notify import Listener
 from ..outbox import Transaction
-from ..records import BatchSent, Message, Prepared
-from ..retention import CleanReport
-from ..store.base import GroupOffset, PartitionOffsets, Store, TopicInfo
-from ..topics import TopicDescription
+from ..records import Message
+from ..store.base import Store
 from .consumer import AsyncConsumer
+from .generated import LogOperations
 from .group import AsyncGroup, AsyncGroupConsumer
 from .producer import AsyncProducer
 from .queue import AsyncQueue
-from .runtime import DEFAULT_THREADS, MAX_THREADS, Runtime, Twin, running_loop
+from .runtime import DEFAULT_THREADS, MAX_THREADS, Runtime, running_loop
 
 
-class AsyncLog(Twin):
+class AsyncLog(LogOperations):
     """A durable, partitioned log for asyncio code; bound to the loop it was opened on.
 
     `await tidelog.aio.open(url)` makes one; `AsyncLog(log)` wraps a sync
     `Log` that is open already (inside a coroutine, or with `loop=`).
     """
-
-    core_class = Log
 
     def __init__(
         self,
@@ -47,7 +44,9 @@ class AsyncLog(Twin):
         if runtime is None:
             check_int("threads", threads, 1, MAX_THREADS)
             runtime = Runtime(loop or running_loop("AsyncLog(log)"), threads)
-        runtime.log = log
+        # A view (`view()`) shares its log's runtime, which goes on closing that log.
+        if runtime.log is None:
+            runtime.log = log
         self._runtime = runtime
         self.sync = log
         """The sync `Log` underneath (for code that is not asyncio)."""
@@ -71,9 +70,23 @@ class AsyncLog(Twin):
         return self.sync.auto_create
 
     @property
+    def default_partitions(self) -> int:
+        """The partitions of a topic a write creates implicitly."""
+        return self.sync.default_partitions
+
+    @property
     def loop(self) -> asyncio.AbstractEventLoop:
         """The event loop this log belongs to."""
         return self._runtime.loop
+
+    def view(self, *, auto_create: bool | None = None, default_partitions: int | None = None) -> AsyncLog:
+        """Another log on the same store, clock, wake-ups and threads, with its
+        own topic policy (unset: this log's); see `Log.view`. No I/O. Closing
+        a view closes the log."""
+        return AsyncLog(
+            self.sync.view(auto_create=auto_create, default_partitions=default_partitions),
+            runtime=self._runtime,
+        )
 
     # lifecycle -------------------------------------------------------------
 
@@ -87,58 +100,11 @@ class AsyncLog(Twin):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    # topics ----------------------------------------------------------------
-
-    async def create_topic(self, name: str, partitions: int = 1, **config: Any) -> TopicInfo:
-        """Create a topic; idempotent when partitions and given settings match."""
-        return await self._runtime.call(self.sync.create_topic, name, partitions, **config)
-
-    async def topics(self) -> list[TopicInfo]:
-        """Every topic, by name."""
-        return await self._runtime.call(self.sync.topics)
-
-    async def topic(self, name: str) -> TopicInfo:
-        """One topic; UnknownTopic when it does not exist."""
-        return await self._runtime.call(self.sync.topic, name)
-
-    async def describe(self, name: str) -> TopicDescription:
-        """A topic with each partition's first and last offset and figures."""
-        return await self._runtime.call(self.sync.describe, name)
-
-    async def add_partitions(self, name: str, partitions: int) -> TopicInfo:
-        """Grow a topic to `partitions` in all; a topic never shrinks."""
-        return await self._runtime.call(self.sync.add_partitions, name, partitions)
-
-    async def alter_topic(self, name: str, **config: Any) -> TopicInfo:
-        """Change a topic's settings (retention, compaction, limits)."""
-        return await self._runtime.call(self.sync.alter_topic, name, **config)
-
-    async def clean(
-        self, topic: str | None = None, *, chunk: int = 2000, txn_window: int | str | None = "7d"
-    ) -> list[CleanReport]:
-        """Apply retention and compaction now (every topic, or one); cleaning
-        every topic also forgets idempotent-write ids older than `txn_window`."""
-        return await self._runtime.call(self.sync.clean, topic, chunk=chunk, txn_window=txn_window)
-
-    async def last_clean(self, topic: str) -> dict[str, Any] | None:
-        """The figures of the topic's last cleaning, if any."""
-        return await self._runtime.call(self.sync.last_clean, topic)
-
-    async def delete_topic(self, name: str) -> bool:
-        """Delete a topic and its records; False when there was none."""
-        return await self._runtime.call(self.sync.delete_topic, name)
-
     # producing -------------------------------------------------------------
 
     def producer(self, id: str | None = None) -> AsyncProducer:
         """A producer; `id` names it, so readers can skip its records (`exclude_producer`)."""
         return AsyncProducer(self._runtime, self.sync.producer(id))
-
-    async def write(
-        self, batches: list[Prepared], txn: str | None = None, *, txn_since: int = 0
-    ) -> list[BatchSent]:
-        """Commit prepared batches in one transaction; see `Log.write`."""
-        return await self._runtime.call(self.sync.write, batches, txn, txn_since=txn_since)
 
     def transaction(self, conn: Any) -> Transaction:
         """The outbox on the application's own connection, as `Log.transaction`.
@@ -170,12 +136,6 @@ class AsyncLog(Twin):
 
     # reading -----------------------------------------------------------------
 
-    async def read(
-        self, topic: str, partition: int, after: int = 0, limit: int = DEFAULT_BATCH
-    ) -> list[Message]:
-        """Records after an offset, without a group (an event-log cursor)."""
-        return await self._runtime.call(self.sync.read, topic, partition, after, limit)
-
     def iter(
         self, topic: str, partition: int, after: int = 0, *, chunk: int = READ_CHUNK
     ) -> AsyncIterator[Message]:
@@ -196,10 +156,6 @@ class AsyncLog(Twin):
             if len(batch) < chunk:
                 return
             after = batch[-1].offset
-
-    async def offsets(self, name: str) -> list[PartitionOffsets]:
-        """Each partition's first and last offset, without counting records."""
-        return await self._runtime.call(self.sync.offsets, name)
 
     @overload
     def consumer(self, group: str, topics: None = None, **options: Any) -> AsyncConsumer: ...
@@ -231,19 +187,3 @@ class AsyncLog(Twin):
         bad options refused) at the first awaited call or `await q.open()`.
         """
         return AsyncQueue(self._runtime, self.sync, topic, group, **options)
-
-    async def groups(self) -> list[str]:
-        """The names of every group, stream and queue."""
-        return await self._runtime.call(self.sync.groups)
-
-    async def queue_groups(self, topic: str | None = None) -> list[tuple[str, str]]:
-        """(topic, group) of every queue group, or of one topic's."""
-        return await self._runtime.call(self.sync.queue_groups, topic)
-
-    async def group_offsets(self, group: str) -> list[GroupOffset]:
-        """A group's committed offset on every partition it committed on."""
-        return await self._runtime.call(self.sync.group_offsets, group)
-
-    async def describe_group(self, group: str, topics: Iterable[str] | None = None) -> list[GroupLag]:
-        """Committed offset, end offset and lag per partition of a group."""
-        return await self._runtime.call(self.sync.describe_group, group, topics)

@@ -21,28 +21,25 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..bounds import MAX_WAIT_S, check_seconds
-from ..deadletters import Redriven
-from ..errors import Closed, InvalidRequest, LeaseLost, TidelogError
+from ..errors import Closed, InvalidRequest, TidelogError
 from ..log import Log
 from ..queues import Delivery, Queue
-from ..records import BatchSent, Prepared, Sent
-from ..store.base import Pending, QueueStats
+from ..records import Prepared
+from .generated import QueueOperations
 from .producer import AsyncProducer
-from .runtime import OnFirstUse, Runtime, Twin
+from .runtime import OnFirstUse, Runtime
 
 # How long `async for` waits in one receive before it looks again (the
 # longest wait a receive takes); receives end earlier on an append.
 ITERATE_WAIT_S = 3600.0
 
 
-class AsyncQueue(Twin):
+class AsyncQueue(QueueOperations):
     """A handle on a queue group of a topic (see `Queue`).
 
     The group is opened at the first awaited call (or `await q.open()`):
     that stores its settings on first use and refuses bad options.
     """
-
-    core_class = Queue
 
     def __init__(self, runtime: Runtime, log: Log, topic: str, group: str | None = None, **options: Any):
         self._runtime = runtime
@@ -86,59 +83,6 @@ class AsyncQueue(Twin):
         return self._opened().dead_letter
 
     # sending -------------------------------------------------------------------
-
-    async def send(
-        self,
-        value: Any,
-        *,
-        key: Any = None,
-        headers: Any = None,
-        delay: float = 0,
-        partition: int | None = None,
-        priority: int = 0,
-        dedup_id: str | None = None,
-    ) -> Sent:
-        """Send a record; see `Queue.send` (delay, priority, dedup id)."""
-        queue = await self._queue.get()
-        return await self._runtime.call(
-            queue.send,
-            value,
-            key=key,
-            headers=headers,
-            delay=delay,
-            partition=partition,
-            priority=priority,
-            dedup_id=dedup_id,
-        )
-
-    async def send_batch(
-        self,
-        values: list[Any],
-        *,
-        key: Any = None,
-        headers: Any = None,
-        delay: float = 0,
-        partition: int | None = None,
-        priority: int = 0,
-        dedup_id: str | None = None,
-    ) -> BatchSent:
-        """Enqueue several records atomically; all or none become visible."""
-        queue = await self._queue.get()
-        return await self._runtime.call(
-            queue.send_batch,
-            values,
-            key=key,
-            headers=headers,
-            delay=delay,
-            partition=partition,
-            priority=priority,
-            dedup_id=dedup_id,
-        )
-
-    async def dedup(self, dedup_id: str) -> tuple[str, int]:
-        """(txn id, txn_since) of a send with `dedup_id`, for `AsyncLog.write`."""
-        queue = await self._queue.get()
-        return await self._runtime.call(queue.dedup, dedup_id)
 
     async def prepare(
         self,
@@ -204,27 +148,6 @@ class AsyncQueue(Twin):
 
     # settling ------------------------------------------------------------------
 
-    async def ack(self, d: Delivery) -> None:
-        """Done: never delivered to this group again; an earlier delivery's receipt is LeaseLost (see `Queue.ack`)."""
-        queue = await self._queue.get()
-        await self._runtime.call(queue.ack, d)
-
-    async def extend(self, d: Delivery, seconds: float) -> Delivery:
-        """Push the lease deadline out to `seconds` from now."""
-        queue = await self._queue.get()
-        return await self._runtime.call(queue.extend, d, seconds)
-
-    async def nack(self, d: Delivery, *, back: bool = False, delay: float | None = None) -> None:
-        """Make the record available again: at the front, behind the waiting
-        records (`back=True`), or after `delay` seconds."""
-        queue = await self._queue.get()
-        await self._runtime.call(queue.nack, d, back=back, delay=delay)
-
-    async def settle_many(self, items: Sequence[tuple[str, Delivery, float | None]]) -> list[Any]:
-        """Settle many leases in one store transaction; see `Queue.settle_many`."""
-        queue = await self._queue.get()
-        return await self._runtime.call(queue.settle_many, items)
-
     async def settle_and_poll(
         self,
         items: Sequence[tuple[str, Delivery, float | None]],
@@ -242,43 +165,6 @@ class AsyncQueue(Twin):
             max_messages,
             visibility_timeout,
         )
-
-    async def ack_many(self, deliveries: Sequence[Delivery]) -> list[LeaseLost | None]:
-        """`ack` many deliveries in one store transaction."""
-        queue = await self._queue.get()
-        return await self._runtime.call(queue.ack_many, deliveries)
-
-    async def nack_many(
-        self, deliveries: Sequence[Delivery], *, back: bool = False, delay: float | None = None
-    ) -> list[LeaseLost | None]:
-        """`nack` many deliveries in one store transaction."""
-        queue = await self._queue.get()
-        return await self._runtime.call(queue.nack_many, deliveries, back=back, delay=delay)
-
-    async def extend_many(self, deliveries: Sequence[Delivery], seconds: float) -> list[Delivery | LeaseLost]:
-        """`extend` many leases in one store transaction."""
-        queue = await self._queue.get()
-        return await self._runtime.call(queue.extend_many, deliveries, seconds)
-
-    async def redrive(self, offsets: list[int] | None = None) -> Redriven:
-        """Move this group's dead letters (all, or those at `offsets`) back; see `Queue.redrive`."""
-        queue = await self._queue.get()
-        return await self._runtime.call(queue.redrive, offsets)
-
-    async def reject(self, d: Delivery, reason: str = "rejected") -> int:
-        """Move the record straight to the dead-letter topic; returns its offset there."""
-        queue = await self._queue.get()
-        return await self._runtime.call(queue.reject, d, reason)
-
-    async def stats(self) -> QueueStats:
-        """available, in_flight, delayed, dead_lettered, oldest_available_age_ms."""
-        queue = await self._queue.get()
-        return await self._runtime.call(queue.stats)
-
-    async def in_flight(self, limit: int = 100) -> list[Pending]:
-        """The records leased now (see `Queue.in_flight`)."""
-        queue = await self._queue.get()
-        return await self._runtime.call(queue.in_flight, limit)
 
 
 def _give_back(queue: Queue) -> Callable[[tuple[list[Delivery], int | None]], None]:

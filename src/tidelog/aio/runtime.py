@@ -27,7 +27,7 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable
-from typing import Any, ClassVar, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from ..errors import Closed, WrongEventLoop
 from ..log import Log
@@ -37,6 +37,7 @@ from ..server.runtime.hub import AppendHub, Key
 logger = logging.getLogger("tidelog.aio")
 
 T = TypeVar("T")
+C = TypeVar("C")  # the sync class a twin drives
 P = ParamSpec("P")
 
 DEFAULT_THREADS = 4
@@ -291,32 +292,17 @@ def on_loop(runtime: Runtime, callback: Callable[[T], Any] | None) -> Callable[[
     return run
 
 
-class Twin:
-    """Base of the asyncio twins.
+class Twin(Generic[C]):
+    """Base of the asyncio twins: the runtime they run on, and the core handle
+    they drive. The operations a twin runs on its pool unchanged are generated
+    from the sync class (`tidelog.aio.generated`, by tools/gen_aio.py), so
+    every public method is spelled out where mypy and an IDE see it."""
 
-    Each twin spells out its methods; a public method of the core class it
-    twins (`core_class`) that it does not spell out is still offered, as an
-    awaitable that runs it on the pool, so an operation added to the core
-    is at once reachable from asyncio (and run by the conformance suite).
-    """
-
-    core_class: ClassVar[type]
     _runtime: Runtime
 
-    async def _core(self) -> Any:
-        """The core handle this twin drives (made on first use)."""
+    async def _core(self) -> C:
+        """The core handle this twin drives (made on first use where that does I/O)."""
         raise NotImplementedError
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or not callable(getattr(self.core_class, name, None)):
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-        async def method(*args: Any, **kwargs: Any) -> Any:
-            core = await self._core()
-            return await self._runtime.call(getattr(core, name), *args, **kwargs)
-
-        method.__name__ = method.__qualname__ = name
-        return method
 
 
 async def _woken(hub: AppendHub, keys: list[Key], seq: int, timeout: float) -> bool:

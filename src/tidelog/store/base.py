@@ -643,6 +643,15 @@ class NamedConsumers(Protocol):
     def queue_ack_offsets(self, group: str, topic: str, partition: int, offsets: Sequence[int]) -> int:
         """Finish leased records by offset, whoever holds them; returns how many."""
 
+    def queue_ack_stamped(
+        self, group: str, topic: str, partition: int, records: Sequence[tuple[int, int]], unless: bytes
+    ) -> tuple[int, list[tuple[int, int]]]:
+        """Finish the leases on `records` (offset, timestamp) whose record
+        has that timestamp and whose meta holds no `unless` bytes, reading
+        the records inside the ack's own transaction. Returns how many
+        leases were finished, and the pairs whose record did not match (or
+        is gone), for the caller to look at itself."""
+
     def queue_consumers(self, group: str, topic: str) -> list[ConsumerInfo]: ...
 
     def queue_add_consumer(self, group: str, topic: str, name: str, now: int) -> bool:
@@ -880,6 +889,17 @@ class SettlesAndReceives(Protocol):
         0: none) in one transaction: what the settles free or put in front
         is seen by the receive. Returns (lost, leased, next due)."""
         ...
+
+
+@runtime_checkable
+class ReadsInPlace(Protocol):
+    """A store that can say whether its reads wait for nothing: no lock a
+    writer holds, no network (SQLite on a file in WAL: each thread reads on
+    its own connection, from the memory map). A server may then run a small
+    read on its event loop rather than hand it to a thread."""
+
+    def reads_wait_for_nothing(self) -> bool:
+        """True when no read waits for a writer or a peer."""
 
 
 @runtime_checkable

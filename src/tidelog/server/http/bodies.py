@@ -1,12 +1,14 @@
-"""Request parsing: the body limit, JSON, and fields that name themselves in errors."""
+"""Request parsing: the body limit, JSON, typed bodies, and fields that name themselves in errors."""
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
+import msgspec
+import msgspec.inspect
 import orjson
 from starlette.requests import Request
 
@@ -55,6 +57,110 @@ async def json_object(request: Request, max_body: int) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise InvalidRequest(f"the request body must be a JSON object, not {kind(body)}")
     return body
+
+
+T = TypeVar("T")
+
+
+_DECODERS: dict[Any, msgspec.json.Decoder[Any]] = {}  # one a model, made on first use
+
+
+def _decoder(typ: type[T]) -> msgspec.json.Decoder[T]:
+    decoder = _DECODERS.get(typ)
+    if decoder is None:
+        decoder = _DECODERS[typ] = msgspec.json.Decoder(typ)
+    return decoder
+
+
+def decode(raw: bytes, typ: type[T]) -> T:
+    """The body as a `typ` (a model of models.py), decoded and validated in
+    one pass; what the model refuses is a 400 that names the field, in the
+    words of the hand-written checks (`field`, `int_field`, `no_unknown`)."""
+    if not raw:
+        raise InvalidRequest("the request body must be JSON; it is empty")
+    try:
+        return _decoder(typ).decode(raw)
+    except msgspec.ValidationError as e:
+        raise InvalidRequest(_refusal(str(e), typ)) from None
+    except msgspec.DecodeError as e:
+        raise InvalidRequest(f"malformed JSON body: {e}") from None
+
+
+async def read_model(request: Request, max_body: int, typ: type[T]) -> T:
+    """The body (within `max_body`) as a `typ`: `read_body`, then `decode`."""
+    return decode(await read_body(request, max_body), typ)
+
+
+# msgspec's messages: "<what> - at `$.records[0].key`", or "<what>" about the body itself.
+_EXPECTED = re.compile(r"Expected `([^`]+)`, got `(\w+)`")
+_BOUND = re.compile(r"Expected `\w+` (>=|<=|>|<) (\S+)")
+_LENGTH = re.compile(r"Expected `(?:array|object|str)` of length (>=|<=) (\d+)")
+_FIELD = re.compile(r"Object (missing required|contains unknown) field `([^`]+)`")
+_STEP = re.compile(r"\.([^.\[]+)|\[([^\]]*)\]")
+_ARTICLES = {"int": "an integer", "str": "a string", "object": "an object", "array": "an array"}
+_ARTICLES |= {"bool": "a boolean", "float": "a number", "bytes": "a base64 string"}
+
+
+def _refusal(said: str, typ: type) -> str:
+    what, _, at = said.partition(" - at `")
+    path = at.rstrip("`").removeprefix("$").removeprefix(".")
+    name = f"field {path!r}"
+    if m := _FIELD.match(what):
+        if m.group(1) == "missing required":
+            return f"field {(f'{path}.' if path else '') + m.group(2)!r} is required"
+        known = sorted(_fields(_info_at(typ, path)))
+        where = path or "the body"
+        return f"{where} has unknown field(s) {m.group(2)}" + (
+            f"; known: {', '.join(known)}" if known else ""
+        )
+    if m := _EXPECTED.match(what):
+        wanted = " or ".join(_ARTICLES.get(t, t) for t in m.group(1).split(" | ") if t != "null")
+        got = "string" if m.group(2) == "str" else m.group(2)  # as `kind` names it
+        if not path:
+            return f"the request body must be {wanted.replace('an object', 'a JSON object')}, not {got}"
+        return f"{name} must be {wanted}, not {got}"
+    if m := _LENGTH.match(what):
+        return f"{name} must hold at {'least' if m.group(1) == '>=' else 'most'} {m.group(2)} item(s)"
+    if m := _BOUND.match(what):
+        return f"{name} must be {m.group(1)} {m.group(2)}"
+    if what.startswith("Invalid enum value"):
+        options = [str(v) for info in _info_at(typ, path) for v in getattr(info, "values", ())]
+        return f"{name} must be one of {', '.join(options)}, not {what.removeprefix('Invalid enum value ')}"
+    if what.startswith("Expected `str` matching regex"):
+        return f"{name} does not match {what.removeprefix('Expected `str` matching regex ')}"
+    if what == "Invalid base64 encoded string":
+        return f"{name} is not valid base64"
+    return f"{name}: {what}" if path else what
+
+
+def _info_at(typ: type, path: str) -> list[Any]:
+    """What the model allows at `path` (records[0].format): one msgspec type
+    info a member of each union on the way."""
+    infos: list[Any] = [msgspec.inspect.type_info(typ)]
+    for field_name, _ in _STEP.findall(f".{path}" if path else ""):
+        nxt: list[Any] = []
+        for info in _members(infos):
+            if field_name and isinstance(info, msgspec.inspect.StructType):
+                nxt += [f.type for f in info.fields if f.encode_name == field_name]
+            elif not field_name and isinstance(info, msgspec.inspect.ListType | msgspec.inspect.DictType):
+                nxt.append(getattr(info, "item_type", None) or getattr(info, "value_type", None))
+        infos = nxt
+    return _members(infos)
+
+
+def _members(infos: list[Any]) -> list[Any]:
+    out = []
+    for info in infos:
+        while isinstance(info, msgspec.inspect.Metadata):
+            info = info.type
+        out += _members(list(info.types)) if isinstance(info, msgspec.inspect.UnionType) else [info]
+    return out
+
+
+def _fields(infos: list[Any]) -> list[str]:
+    return [
+        f.encode_name for info in infos if isinstance(info, msgspec.inspect.StructType) for f in info.fields
+    ]
 
 
 JSON_TYPES: dict[type, str] = {dict: "object", list: "array", str: "string"}

@@ -20,11 +20,22 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ...config import check_name
-from ...errors import InvalidRequest, UnknownTopic, WrongType
+from ...errors import UnknownTopic, WrongType
 from ...notify import along_poll
 from ...records import FMT_TEXT, Message, Prepared, decode_meta
 from . import v1
-from .bodies import field, int_field, json_object, query_int, query_limit, query_str, query_wait, read_body
+from .bodies import (
+    field,
+    int_field,
+    json_object,
+    query_int,
+    query_limit,
+    query_str,
+    query_wait,
+    read_body,
+    read_model,
+)
+from .models import PublishPayload
 from .responses import ctx_of, json_response, raw_json
 
 if TYPE_CHECKING:
@@ -87,10 +98,7 @@ async def create_topic(request: Request) -> Response:
 async def publish(request: Request) -> Response:
     ctx = ctx_of(request)
     topic = check_name("topic", request.path_params["name"])
-    body = await json_object(request, ctx.settings.max_body)
-    if "payload" not in body:
-        raise InvalidRequest("field 'payload' is required")
-    payload = body["payload"]
+    payload = (await read_model(request, ctx.settings.max_body, PublishPayload)).payload
     await one_partition(ctx, topic, writes=True)
     producer = ctx.producer(None)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from msgspec import UNSET
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -19,12 +20,12 @@ from starlette.routing import Route
 from ... import results
 from ...config import check_name
 from ...errors import InvalidRequest
-from ...results import DONE, FAILED
-from .bodies import field, int_field, no_unknown, parse_json, read_body
+from ...results import DONE
+from .bodies import decode, read_body, read_model
+from .models import Empty, FinishJob, StartJob
 from .responses import ctx_of, json_response
 
 DEFAULT_QUEUE = "jobs"
-MAX_TTL_MS = int(results.MAX_RESULT_TTL_S * 1000)
 
 
 def _job(request: Request) -> tuple[str, str, str]:
@@ -34,17 +35,6 @@ def _job(request: Request) -> tuple[str, str, str]:
     job = request.path_params["job"]
     results.parse_job_id(job)
     return topic, group, job
-
-
-async def _body(request: Request, allowed: set[str], optional: bool = False) -> dict[str, Any]:
-    raw = await read_body(request, ctx_of(request).settings.max_body)
-    if optional and not raw.strip():
-        return {}
-    body = parse_json(raw)
-    if not isinstance(body, dict):
-        raise InvalidRequest("the request body must be a JSON object")
-    no_unknown(body, allowed)
-    return body
 
 
 def _row(row: Any) -> dict[str, Any]:
@@ -63,7 +53,9 @@ async def cancel_job(request: Request) -> Response:
     """Cancel a job that has not started (409 when it runs or has finished)."""
     ctx = ctx_of(request)
     topic, group, job = _job(request)
-    await _body(request, set(), optional=True)
+    raw = await read_body(request, ctx.settings.max_body)
+    if raw.strip():  # no body, or one with no fields
+        decode(raw, Empty)
     ttl = int(results.DEFAULT_RESULT_TTL_S * 1000)
     found = await ctx.run(results.cancel, ctx.log, topic, group, job, ttl)
     return json_response(found.to_json())
@@ -73,9 +65,8 @@ async def start_job(request: Request) -> Response:
     """A runner's claim before it runs the job: the job's row after it (state running, or why not)."""
     ctx = ctx_of(request)
     topic, group, job = _job(request)
-    body = await _body(request, {"attempts", "ttl_ms"})
-    attempts = int_field(body, "attempts", 1, (1 << 31) - 1)
-    ttl = int_field(body, "ttl_ms", 1, MAX_TTL_MS)
+    body = await read_model(request, ctx.settings.max_body, StartJob)
+    attempts, ttl = body.attempts, body.ttl_ms
     row = await ctx.run(results.start, ctx.log, topic, group, job, attempts, ttl)
     return json_response(_row(row))
 
@@ -84,15 +75,10 @@ async def finish_job(request: Request) -> Response:
     """A runner's record of how a run ended: done with a result, failed or dead-lettered with an error."""
     ctx = ctx_of(request)
     topic, group, job = _job(request)
-    body = await _body(request, {"state", "result", "error", "attempts", "ttl_ms"})
-    state = field(body, "state", str)
-    if state not in (DONE, FAILED, results.DEAD_LETTERED):
-        raise InvalidRequest(f"state must be done, failed or dead-lettered, got {state[:40]!r}")
-    attempts = int_field(body, "attempts", 1, (1 << 31) - 1)
-    ttl = int_field(body, "ttl_ms", 1, MAX_TTL_MS)
-    end = {k: body[k] for k in ("result", "error") if k in body}
-    if "error" in end:
-        field(body, "error", str)
+    body = await read_model(request, ctx.settings.max_body, FinishJob)
+    state, attempts, ttl = body.state, body.attempts, body.ttl_ms
+    # Present or not is what counts: a handler's result may be null.
+    end = {k: v for k, v in (("result", body.result), ("error", body.error)) if v is not UNSET}
     if state != DONE and "result" in end:
         raise InvalidRequest(f"a job that is {state} has an error, not a result")
     row = await ctx.run(results.finish, ctx.log, topic, group, job, state, end, attempts, ttl)

@@ -28,8 +28,9 @@ from ...config import MAX_PARTITIONS, check_name
 from ...errors import InvalidRequest, StaleGeneration
 from ...groups import GroupConsumer
 from ...log import MAX_BATCH
-from .bodies import field, int_field, json_object, limit_field, no_unknown, number_field
+from .bodies import field, int_field, json_object, no_unknown, number_field, read_model
 from .context import Context
+from .models import Member, Poll
 from .responses import ctx_of, json_response, messages_out
 
 DEFAULT_SESSION_S = 10.0
@@ -112,9 +113,7 @@ async def join(request: Request) -> Response:
 async def heartbeat(request: Request) -> Response:
     ctx = ctx_of(request)
     group = _group(request)
-    body = await json_object(request, ctx.settings.max_body)
-    no_unknown(body, {"member_id"})
-    member = _member_of(body)
+    member = check_name("member", (await read_model(request, ctx.settings.max_body, Member)).member_id)
     handle = ctx.members.get(group, member)
     await _call(ctx, group, member, handle.heartbeat)
     return json_response(view(handle))
@@ -124,13 +123,10 @@ async def poll(request: Request) -> Response:
     """Records from the member's partitions (after releasing those it was told to give up)."""
     ctx = ctx_of(request)
     group = _group(request)
-    body = await json_object(request, ctx.settings.max_body)
-    no_unknown(body, {"member_id", "max_messages", "wait"})
-    member = _member_of(body)
-    limit = limit_field(body, "max_messages", 500, MAX_BATCH)
-    wait = number_field(body, "wait", default=0)
-    if not 0 <= wait <= 30:
-        raise InvalidRequest(f"field 'wait' must be between 0 and 30 seconds, got {wait}")
+    body = await read_model(request, ctx.settings.max_body, Poll)
+    member = check_name("member", body.member_id)
+    limit = min(body.max_messages or 500, MAX_BATCH)
+    wait = body.wait or 0
     handle = ctx.members.get(group, member)
     # A long-poll never outlasts a third of the session: the member must heartbeat.
     wait = min(wait, ctx.settings.max_wait, handle.session_ms / 3000)
@@ -156,9 +152,7 @@ async def release(request: Request) -> Response:
 async def leave(request: Request) -> Response:
     ctx = ctx_of(request)
     group = _group(request)
-    body = await json_object(request, ctx.settings.max_body)
-    no_unknown(body, {"member_id"})
-    member = _member_of(body)
+    member = check_name("member", (await read_model(request, ctx.settings.max_body, Member)).member_id)
     handle = ctx.members.get(group, member)
     ctx.members.drop(group, member)
     await ctx.run(handle.close)

@@ -20,18 +20,15 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ...bounds import (
-    MAX_DELAY_S,
     MAX_DELIVERIES,
     MAX_RECEIVE,
     MAX_VISIBILITY_S,
-    check_priority,
     check_seconds,
     check_time_ms,
     check_visibility_timeout,
 )
 from ...config import check_name
 from ...errors import InvalidRequest, LeaseLost, TidelogError
-from ...log import MAX_BATCH
 from ...notify import along_poll
 from ...queues import (
     MAX_PEEK,
@@ -46,9 +43,10 @@ from ...queues import (
     queue_stats,
 )
 from ...records import Prepared
-from ...wire import record_in, row_to_wire
+from ...wire import row_to_wire
 from . import receipts
 from .bodies import (
+    decode,
     field,
     int_field,
     json_object,
@@ -59,8 +57,10 @@ from .bodies import (
     query_seconds,
     query_wait,
     read_body,
+    read_model,
 )
 from .context import Context
+from .models import Empty, Reject, Send
 from .responses import ctx_of, json_response, raw_json
 
 
@@ -131,24 +131,17 @@ def _placement(route: tuple) -> dict[str, Any]:
 async def send(request: Request) -> Response:
     ctx = ctx_of(request)
     topic, group = topic_and_group(request)
-    body = await json_object(request, ctx.settings.max_body)
-    no_unknown(body, {"records", "delay", "partition", "producer", "priority", "dedup_id"})
-    records = field(body, "records", list)
-    if not records or len(records) > MAX_BATCH:
-        raise InvalidRequest(f"field 'records' must hold 1 to {MAX_BATCH} records, got {len(records)}")
-    delay = check_seconds("delay", number_field(body, "delay", default=0), MAX_DELAY_S)
-    priority = check_priority(body.get("priority", 0))
-    dedup_id = body.get("dedup_id")
+    body = await read_model(request, ctx.settings.max_body, Send)
+    records, delay, priority, dedup_id = body.records, body.delay or 0, body.priority, body.dedup_id
     if dedup_id is not None:
         check_dedup_id(dedup_id)
-    default_partition = int_field(body, "partition", 0, default=None)
-    producer_id = field(body, "producer", str, default=None)
+    default_partition, producer_id = body.partition, body.producer
     if producer_id is not None:
         check_name("producer", producer_id)
     # Group records by what picks their partition, keeping their order.
     routes: dict[tuple, tuple[list[int], list[Any]]] = {}
     for i, item in enumerate(records):
-        value, partition, key = record_in(item, f"records[{i}]")
+        value, partition, key = item.to_record(f"records[{i}]")
         partition = default_partition if partition is None else partition
         route = ("p", partition) if partition is not None else ("k", key) if key is not None else ("spread",)
         slot = routes.setdefault(route, ([], []))
@@ -335,9 +328,11 @@ async def extend(request: Request) -> Response:
 
 async def reject(request: Request) -> Response:
     """Straight to the dead-letter topic, with headers naming where it came from."""
-    ctx, topic, group, body = await _settle_body(request, {"receipt", "reason"})
-    r = receipts.decode(field(body, "receipt", str), group, topic)
-    reason = field(body, "reason", str, default="rejected")
+    ctx = ctx_of(request)
+    topic, group = topic_and_group(request)
+    body = await read_model(request, ctx.settings.max_body, Reject)
+    r = receipts.decode(body.receipt, group, topic)
+    reason = "rejected" if body.reason is None else body.reason
     queue = await _existing(ctx, topic, group)
 
     def do() -> int:
@@ -396,10 +391,8 @@ async def purge_queue(request: Request) -> Response:
     ctx = ctx_of(request)
     topic, group = topic_and_group(request)
     raw = await read_body(request, ctx.settings.max_body)
-    body = parse_json(raw) if raw.strip() else {}
-    if not isinstance(body, dict):
-        raise InvalidRequest("the request body must be a JSON object")
-    no_unknown(body, set())
+    if raw.strip():  # no body, or one with no fields
+        decode(raw, Empty)
     purged = await ctx.run(purge, ctx.log, topic, group)
     return json_response({"topic": topic, "group": group, "purged": purged})
 

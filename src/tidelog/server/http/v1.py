@@ -13,13 +13,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ...bounds import MAX_TIMESTAMP_MS
 from ...config import check_name, check_txn
 from ...errors import InvalidRequest, UnknownGroup, UnknownTopic
-from ...log import MAX_BATCH, Message
+from ...log import Message
 from ...records import BatchSent
 from ...store.base import TopicInfo
-from ...wire import record_in
 from .bodies import (
     field,
     int_field,
@@ -30,8 +28,10 @@ from .bodies import (
     query_limit,
     query_str,
     query_wait,
+    read_model,
 )
 from .members import member_commit
+from .models import Produce, ProduceBatches
 from .responses import ctx_of, json_response, messages_out
 
 MAX_READ = 10_000  # records a read answers at most; a larger limit is held to it
@@ -133,31 +133,20 @@ async def add_partitions(request: Request) -> Response:
 # produce ---------------------------------------------------------------------------
 
 
-def _producer_and_stamp(body: dict[str, Any], where: str = "") -> tuple[str | None, int | None]:
-    producer = field(body, "producer", str, default=None, where=where)
-    if producer is not None:
-        check_name("producer", producer)
-    stamp = int_field(body, "timestamp", 0, (1 << 53), default=None, where=where)
-    return producer, stamp
-
-
 async def produce(request: Request) -> Response:
     """Records to one topic; each record's partition, key or the spread picks its partition."""
     ctx = ctx_of(request)
     topic = _topic(request)
-    body = await json_object(request, ctx.settings.max_body)
-    no_unknown(body, {"records", "partition", "producer", "timestamp"})
-    records = field(body, "records", list)
-    if not records:
-        raise InvalidRequest("field 'records' must hold at least one record")
-    if len(records) > MAX_BATCH:
-        raise InvalidRequest(f"field 'records' holds at most {MAX_BATCH} records, got {len(records)}")
-    default_partition = int_field(body, "partition", 0, default=None)
-    producer_id, stamp = _producer_and_stamp(body)
+    body = await read_model(request, ctx.settings.max_body, Produce)
+    records = body.records
+    default_partition = body.partition
+    producer_id, stamp = body.producer, body.timestamp
+    if producer_id is not None:
+        check_name("producer", producer_id)
     # Group records by what picks their partition, keeping their order.
     groups: dict[tuple, tuple[list[int], list[Any]]] = {}
     for i, item in enumerate(records):
-        value, partition, key = record_in(item, f"records[{i}]")
+        value, partition, key = item.to_record(f"records[{i}]")
         if partition is None:
             partition = default_partition
         route = ("p", partition) if partition is not None else ("k", key) if key is not None else ("spread",)
@@ -201,37 +190,27 @@ async def produce_batches(request: Request) -> Response:
     writes nothing and answers that earlier write's batches.
     """
     ctx = ctx_of(request)
-    body = await json_object(request, ctx.settings.max_body)
-    no_unknown(body, {"batches", "txn", "txn_since"})
-    txn = field(body, "txn", str, default=None)
+    body = await read_model(request, ctx.settings.max_body, ProduceBatches)
+    txn = body.txn
     if txn is not None:
         check_txn(txn)
-    txn_since = int_field(body, "txn_since", 0, MAX_TIMESTAMP_MS, default=0)
-    batches = field(body, "batches", list)
-    if not batches:
-        raise InvalidRequest("field 'batches' must hold at least one batch")
     plan = []
-    for b, batch in enumerate(batches):
+    for b, batch in enumerate(body.batches):
         where = f"batches[{b}]."
-        if not isinstance(batch, dict):
-            raise InvalidRequest(f"batches[{b}] must be an object")
-        no_unknown(batch, {"topic", "partition", "key", "producer", "timestamp", "records"}, f"batches[{b}]")
-        topic = check_name("topic", field(batch, "topic", str, where=where))
-        partition = int_field(batch, "partition", 0, default=None, where=where)
-        key = field(batch, "key", str, default=None, where=where)
-        producer_id, stamp = _producer_and_stamp(batch, where)
-        records = field(batch, "records", list, where=where)
-        if not records:
-            raise InvalidRequest(f"field '{where}records' must hold at least one record")
+        check_name("topic", batch.topic)
+        if batch.producer is not None:
+            check_name("producer", batch.producer)
         values = []
-        for i, item in enumerate(records):
-            value, own_partition, _ = record_in(item, f"{where}records[{i}]")
+        for i, item in enumerate(batch.records):
+            value, own_partition, _ = item.to_record(f"{where}records[{i}]")
             if own_partition is not None:
                 raise InvalidRequest(
                     f"{where}records[{i}].partition: a batch goes to one partition, set {where}partition"
                 )
             values.append(value)
-        plan.append((ctx.producer(producer_id), topic, values, key, partition, stamp))
+        plan.append(
+            (ctx.producer(batch.producer), batch.topic, values, batch.key, batch.partition, batch.timestamp)
+        )
 
     def job():
         out = []
@@ -239,7 +218,7 @@ async def produce_batches(request: Request) -> Response:
             out.append(producer.prepare(topic, values, key=key, partition=partition, timestamp=stamp))
         return out
 
-    sent = await ctx.writer.write(job, txn, txn_since)
+    sent = await ctx.writer.write(job, txn, body.txn_since or 0)
     return json_response({"batches": [_batch_out(s) for s in sent]})
 
 

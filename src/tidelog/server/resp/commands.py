@@ -33,6 +33,10 @@ from .subscribe import subscribe
 OK = Simple("OK")
 PONG = Simple("PONG")
 REDIS_VERSION = "7.0.0"  # the protocol level we speak, for clients that look
+# A read of at most this many entries runs where the command does when the
+# store's reads wait for nothing (server.read); a larger one goes to a thread.
+SMALL_READ = 100
+SMALL_STREAMS = 16  # XREAD finds where to start in this many streams where it runs, more in a thread
 
 
 # argument helpers ------------------------------------------------------------
@@ -337,7 +341,7 @@ def _xadd_reply(result: Any) -> Any:
 
 
 async def cmd_xlen(conn: Connection, args: list[bytes]) -> Any:
-    return await conn.server.run(conn.server.streams.length, text(args[0]))
+    return await conn.server.read(conn.server.streams.length, text(args[0]))
 
 
 async def _range(conn: Connection, args: list[bytes], reverse: bool) -> Any:
@@ -353,7 +357,8 @@ async def _range(conn: Connection, args: list[bytes], reverse: bool) -> Any:
             count = 0
     elif len(args) != 3:
         raise SYNTAX_ERROR
-    entries = await conn.server.run(conn.server.streams.range, key, start, end, count, reverse)
+    run = conn.server.read if count is not None and count <= SMALL_READ else conn.server.run
+    entries = await run(conn.server.streams.range, key, start, end, count, reverse)
     return [entry_reply(e) for e in entries]
 
 
@@ -424,7 +429,7 @@ async def cmd_xread(conn: Connection, args: list[bytes]) -> Any:
             for name, sid in zip(names, parsed)
         ]
 
-    after = await conn.server.run(positions)
+    after = await (conn.server.read if len(names) <= SMALL_STREAMS else conn.server.run)(positions)
 
     def read() -> list[tuple[str, list[Entry]]]:
         found = []
@@ -434,7 +439,8 @@ async def cmd_xread(conn: Connection, args: list[bytes]) -> Any:
                 found.append((name, entries))
         return found
 
-    found = await conn.wait_for(names, read, block)
+    small = count is not None and count * len(names) <= SMALL_READ
+    found = await conn.wait_for(names, read, block, small)
     return _streams_reply(conn, found)
 
 
@@ -727,11 +733,11 @@ async def cmd_exists(conn: Connection, args: list[bytes]) -> Any:
     def count() -> int:
         return sum(1 for raw in args if log.store.topic(text(raw)) is not None)
 
-    return await conn.server.run(count)
+    return await conn.server.read(count)
 
 
 async def cmd_type(conn: Connection, args: list[bytes]) -> Any:
-    info = await conn.server.run(conn.server.log.store.topic, text(args[0]))
+    info = await conn.server.read(conn.server.log.store.topic, text(args[0]))
     if info is None:
         return Simple("none")
     return Simple("stream" if info.partitions == 1 else "tidelog-topic")

@@ -29,12 +29,12 @@ import logging
 import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ...errors import ConfigurationError, TidelogError
 from ...log import Log
 from ...records import BatchSent
+from ...store.base import ReadsInPlace
 from ...streams import Add, Streams
 from ..limits import Limits
 from ..runtime.hub import AppendHub
@@ -88,7 +88,10 @@ class Writer:
         self.items: list[Any] = []
         self.batch = server.loop.create_future()
         self.ready = asyncio.Event()
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix="tidelog-resp-writer")
+        # One thread, handed each batch as the commands' store calls are
+        # (LoopThreads): a queue put and one call_soon_threadsafe back, not
+        # run_in_executor's chained concurrent and asyncio futures.
+        self.thread = LoopThreads(1, "tidelog-resp-writer")
         self.task = asyncio.ensure_future(self._run())
 
     def submit(self, add: Add, reply: Callable[[Any], Any]) -> Deferred:
@@ -112,7 +115,7 @@ class Writer:
             items, batch = self.items, self.batch
             self.items, self.batch = [], loop.create_future()
             try:
-                results = await loop.run_in_executor(self.executor, self._write, items)
+                results = await self.thread.run(self._write, items)
             except Exception as e:  # noqa: BLE001 - every request of the batch hears it
                 results = [e] * len(items)
             batch.set_result(results)
@@ -142,7 +145,7 @@ class Writer:
 
     def close(self) -> None:
         self.task.cancel()
-        self.executor.shutdown(wait=False)
+        self.thread.stop(wait=False)
 
 
 class RespServer:
@@ -173,6 +176,11 @@ class RespServer:
         # Store calls; a command's round trip to them is a queue put and one
         # call_soon_threadsafe back (LoopThreads), not a pool's chained futures.
         self.threads = LoopThreads(8, "tidelog-resp")
+        # A small read on a store whose reads wait for nothing (SQLite on a
+        # file) runs on the loop: a hop to a thread and back cost more CPU
+        # than the read of a few records from the page cache.
+        store = log.store
+        self.reads_in_place = isinstance(store, ReadsInPlace) and store.reads_wait_for_nothing()
         self.connections: set[Connection] = set()
         self.handlers: set[asyncio.Task[Any]] = set()  # one a connection, awaited when we stop
         self.ids = itertools.count(1)
@@ -226,6 +234,13 @@ class RespServer:
         """Run a blocking core call in the pool."""
         return await self.threads.run(fn, *args)
 
+    async def read(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a small read (a bounded number of records, from the tail as
+        a rule): here when the store's reads wait for nothing, else in the pool."""
+        if self.reads_in_place:
+            return fn(*args)
+        return await self.threads.run(fn, *args)
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self.connections) >= self.limits.max_connections:
             # Refused at once, never queued, as Redis refuses past maxclients.
@@ -261,7 +276,9 @@ class Connection:
         self.requests = RequestReader(server.limits, self._authenticated)
         self.read_task: asyncio.Future | None = None
         self.out: list[bytes] = []
-        self.outstanding: list[Deferred] = []
+        # Replies not written yet because a reply before them waits for its
+        # commit: Deferreds, and the ready error lines queued behind them.
+        self.outstanding: list[Deferred | bytes] = []
         self.id = next(server.ids)
         self.proto = 2
         self.name: str | None = None
@@ -382,6 +399,9 @@ class Connection:
     async def settle_outstanding(self) -> None:
         while self.outstanding:
             d = self.outstanding.pop(0)
+            if isinstance(d, bytes):
+                self.out.append(d)
+                continue
             try:
                 results = await d.future
                 self.out.append(encode(d.reply(results[d.index]), self.proto))
@@ -407,7 +427,7 @@ class Connection:
                 await self.execute(command)
         except ProtocolError as e:
             # One error line, then the connection closes, as Redis does.
-            self.out.append(error(e.line))
+            self._reply_in_turn(error(e.line))
         await self.settle_outstanding()
         self._send()
         if not self.transport_writer.transport.is_closing():
@@ -433,18 +453,29 @@ class Connection:
         except Exception as e:  # noqa: BLE001 - a Redis error reply; the connection stays usable
             if not isinstance(e, TidelogError | RespError):
                 logger.exception("RESP command %s failed", text(name))
-            self.out.append(error(translate(e)))
+            self._reply_in_turn(error(translate(e)))
             return
         if type(reply) is Deferred:
             self.outstanding.append(reply)
         elif reply is not NO_REPLY:
             self.out.append(encode(reply, self.proto))
 
-    async def wait_for(self, topics: Sequence[str], read: Callable[[], list], block_ms: int | None) -> list:
-        """Run `read` in the pool; with BLOCK, again after each append to `topics`
-        until it finds something or the time is up (0 waits for ever)."""
+    def _reply_in_turn(self, line: bytes) -> None:
+        """A ready reply (an error) after those still waiting for their commit:
+        a pipeline's replies keep its commands' order."""
+        if self.outstanding:
+            self.outstanding.append(line)
+        else:
+            self.out.append(line)
+
+    async def wait_for(
+        self, topics: Sequence[str], read: Callable[[], list], block_ms: int | None, small: bool = False
+    ) -> list:
+        """Run `read` in the pool (`small`: `server.read`); with BLOCK, again after
+        each append to `topics` until it finds something or the time is up (0 waits for ever)."""
+        run = self.server.read if small else self.server.run
         if block_ms is None:
-            return await self.server.run(read)
+            return await run(read)
         loop = self.server.loop
         deadline = None if block_ms == 0 else loop.time() + block_ms / 1000
         keys = [(topic, None) for topic in topics]
@@ -453,7 +484,7 @@ class Connection:
             while True:
                 woken = self.server.hub.register(keys)
                 try:
-                    found = await self.server.run(read)
+                    found = await run(read)
                     if found:
                         return found
                     left = None if deadline is None else deadline - loop.time()

@@ -329,6 +329,35 @@ class PostgresConsumers(PostgresBase):
                 raise UnknownGroup(f"queue group {group!r} does not exist on topic {topic!r}")
             return done.rowcount
 
+    def queue_ack_stamped(
+        self, group: str, topic: str, partition: int, records: Sequence[tuple[int, int]], unless: bytes
+    ) -> tuple[int, list[tuple[int, int]]]:
+        topic_id, pid = self._group_pid(topic, partition)
+        offsets = sorted({o for o, _ in records if 1 <= o <= MAX_OFFSET})
+        with self._conn() as conn, conn.transaction():
+            self._need_group(conn, group, topic, topic_id)
+            # The records are looked at in the ack's transaction: one round trip, not two.
+            rows = conn.execute(
+                'SELECT "offset", ts, meta IS NULL OR position(%s IN meta) = 0 FROM tidelog_records '
+                'WHERE pid = %s AND "offset" = ANY(%s::bigint[])',
+                (unless, pid, offsets),
+            ).fetchall()
+            found = {row[0]: (row[1], row[2]) for row in rows}
+            matched, unmatched = [], []
+            for offset, ts in records:
+                if found.get(offset) == (ts, True):
+                    matched.append(offset)
+                else:
+                    unmatched.append((offset, ts))
+            done = 0
+            if matched:
+                done = conn.execute(
+                    "DELETE FROM tidelog_queue_state "
+                    'WHERE grp = %s AND pid = %s AND "offset" = ANY(%s::bigint[]) AND receipt IS NOT NULL',
+                    (group, pid, matched),
+                ).rowcount
+        return done, unmatched
+
     # consumers ---------------------------------------------------------------
 
     def queue_consumers(self, group: str, topic: str) -> list[ConsumerInfo]:

@@ -257,6 +257,10 @@ class SQLiteBase(PartitionIds):
                 self._readers.append(conn)
         return conn
 
+    def reads_wait_for_nothing(self) -> bool:
+        # In memory there is one connection, behind the writer's lock.
+        return not self.memory
+
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         if self.memory:

@@ -139,12 +139,17 @@ class SQLiteConsumers(SQLiteBase):
         topic_id, pid = self._group_pid(group, topic, partition)
         lo = pid << OFFSET_BITS
         with self._write() as db:
-            self._need_group(db, group, topic, topic_id)
+            # The group's cursor row on the partition proves the group exists
+            # (deleting the group deletes it in the same transaction): the
+            # group itself is looked up only when there is none.
+            cursor = db.execute(
+                "SELECT scanned FROM queue_cursors WHERE grp = ? AND pid = ?", (group, pid)
+            ).fetchone()
+            if cursor is None:
+                self._need_group(db, group, topic, topic_id)
             rows = db.execute(
-                "SELECT id - ?1, ts, value, meta FROM records WHERE id > ?1 + coalesce("
-                "(SELECT scanned FROM queue_cursors WHERE grp = ?2 AND pid = ?3), 0) "
-                "AND id < ?4 ORDER BY id LIMIT ?5",
-                (lo, group, pid, lo + OFFSET_SPAN, limit),
+                "SELECT id - ?1, ts, value, meta FROM records WHERE id > ?1 + ?2 AND id < ?3 ORDER BY id LIMIT ?4",
+                (lo, 0 if cursor is None else cursor[0], lo + OFFSET_SPAN, limit),
             ).fetchall()
             self._touch(db, group, topic_id, consumer, now, bool(rows))
             if not rows:
@@ -152,11 +157,14 @@ class SQLiteConsumers(SQLiteBase):
             if deadline is not None:
                 # A record taken again after the cursor moved back is handed to
                 # this consumer afresh, as Redis does.
-                db.executemany(
+                # One statement over the rows' id range (every record in it was
+                # taken), not one step a row: SQLite's loop, not the driver's.
+                db.execute(
                     "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt, consumer, delivered) "
-                    "VALUES (?1, ?2, ?3, ?4, 1, ?5, ?5, ?6) ON CONFLICT(grp, pid, offset) DO UPDATE SET "
+                    "SELECT ?1, ?2, id - ?3, ?4, 1, ?5, ?5, ?6 FROM records WHERE id BETWEEN ?3 + ?7 AND ?3 + ?8 "
+                    "ON CONFLICT(grp, pid, offset) DO UPDATE SET "
                     "due = ?4, deliveries = 1, receipt = ?5, consumer = ?5, delivered = ?6",
-                    [(group, pid, r[0], deadline, consumer, now) for r in rows],
+                    (group, pid, lo, deadline, consumer, now, rows[0][0], rows[-1][0]),
                 )
             db.execute(
                 "INSERT INTO queue_cursors(grp, pid, scanned) VALUES (?, ?, ?) "
@@ -262,6 +270,62 @@ class SQLiteConsumers(SQLiteBase):
                 "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ? AND receipt IS NOT NULL",
                 [(group, pid, offset) for offset in offsets],
             ).rowcount
+
+    def queue_ack_stamped(
+        self, group: str, topic: str, partition: int, records: Sequence[tuple[int, int]], unless: bytes
+    ) -> tuple[int, list[tuple[int, int]]]:
+        topic_id, pid = self._group_pid(group, topic, partition)
+        lo = pid << OFFSET_BITS
+        offsets = sorted({o for o, _ in records if 1 <= o < OFFSET_SPAN})
+        with self._write() as db:
+            # Read on the writer connection, in this transaction: a reader
+            # connection finds its page cache stale after every commit, and
+            # that read cost more than the ack (an XACK of an entry just
+            # delivered). No value is fetched: only the timestamp, and
+            # whether the meta may hold a stored id.
+            found: dict[int, tuple[int, int]] = {}
+            if offsets and offsets[-1] - offsets[0] < 4 * len(offsets):
+                cur = db.execute(
+                    "SELECT id - ?1, ts, meta IS NULL OR instr(meta, ?2) = 0 FROM records "
+                    "WHERE id BETWEEN ?1 + ?3 AND ?1 + ?4",
+                    (lo, unless, offsets[0], offsets[-1]),
+                )
+                found = {row[0]: (row[1], row[2]) for row in cur}
+            else:
+                for offset in offsets:
+                    row = db.execute(
+                        "SELECT ts, meta IS NULL OR instr(meta, ?2) = 0 FROM records WHERE id = ?1",
+                        (lo + offset, unless),
+                    ).fetchone()
+                    if row is not None:
+                        found[offset] = (row[0], row[1])
+            matched: set[int] = set()
+            unmatched = []
+            for offset, ts in records:
+                if found.get(offset) == (ts, 1):
+                    matched.add(offset)
+                else:
+                    unmatched.append((offset, ts))
+            if not matched:
+                self._need_group(db, group, topic, topic_id)
+                return 0, unmatched
+            low, high = min(matched), max(matched)
+            if high - low + 1 == len(matched):  # a whole range (what one XREADGROUP delivered): one step
+                done = db.execute(
+                    "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset BETWEEN ? AND ? "
+                    "AND receipt IS NOT NULL",
+                    (group, pid, low, high),
+                ).rowcount
+            else:
+                done = db.executemany(
+                    "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ? AND receipt IS NOT NULL",
+                    [(group, pid, offset) for offset in matched],
+                ).rowcount
+            if not done:
+                # A lease finished proves the group exists (deleting a group
+                # deletes its leases); with none, look the group up.
+                self._need_group(db, group, topic, topic_id)
+        return done, unmatched
 
     # consumers ---------------------------------------------------------------
 

@@ -53,34 +53,38 @@ class SQLiteLog(SQLiteBase):
         """Call `callback()` when another connection commits to the file.
 
         SQLite has no cross-process notification, so a daemon thread reads
-        `PRAGMA data_version` on a short tick; appends made through this
-        process's Log wake waiters directly and do not wait for it.
+        `PRAGMA data_version` on a short tick; what this store commits
+        (appends, settles) wakes this process's waiters directly (the Log
+        and the queues tell the notifier), so only other connections' commits
+        call back: another process, or another store on the same file.
         """
         if self.memory:
             return  # nobody else can write to a private in-memory database
-        # The watch thread owns its connection and closes it itself: closing a
-        # connection while another thread is inside execute() can crash
-        # the interpreter.
-        conn = self._connect()
 
         def poll() -> None:
             last = None
             tick = WATCH_TICK_S
-            try:
-                while not self._closed:
+            while True:
+                # Asked of the writer connection, under its lock (closing a
+                # connection while another thread is inside execute() can
+                # crash the interpreter): its data version moves on every
+                # commit but its own, so this store's own writes (a publish
+                # each a millisecond under load) neither call back nor keep
+                # the busy tick going.
+                with self._lock:
+                    if self._closed:
+                        return
                     try:
-                        version = conn.execute("PRAGMA data_version").fetchone()[0]
+                        version = self._db.execute("PRAGMA data_version").fetchone()[0]
                     except sqlite3.Error:
                         return
-                    if last is not None and version != last:
-                        callback()
-                        tick = WATCH_BUSY_TICK_S
-                    else:
-                        tick = min(tick * 2, WATCH_TICK_S)
-                    last = version
-                    time.sleep(tick)
-            finally:
-                conn.close()
+                if last is not None and version != last:
+                    callback()
+                    tick = WATCH_BUSY_TICK_S
+                else:
+                    tick = min(tick * 2, WATCH_TICK_S)
+                last = version
+                time.sleep(tick)
 
         threading.Thread(target=poll, name="tidelog-sqlite-watch", daemon=True).start()
 
