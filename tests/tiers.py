@@ -35,6 +35,9 @@ WHOLE_MODULES = frozenset(
         "tests/test_kafka_groups.py",
         "tests/test_kafka_limits.py",
         "tests/test_serve.py",
+        # schemathesis against one server a store: dealt test by test, its SQLite server
+        # answered nothing for 10 s after the /stream cases once (load 7, 4 workers).
+        "tests/test_http_schema.py",
     }
 )
 
