@@ -30,14 +30,16 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests bench examples tools docs/gen_pages.py
 	$(VENV)/bin/mypy  # strict on the core and the stores, checked-untyped elsewhere (pyproject.toml)
 
-# The fronts' tests again against `tidelog serve --workers 2` (tests/workers_server.py).
-FRONT_TESTS := tests/test_http_api.py tests/test_http_groups.py tests/test_http_limits.py \
-	tests/test_http_queues.py tests/test_http_transport.py tests/test_http_v1.py \
-	tests/test_miniqueue.py tests/test_auto_create.py tests/test_subscribe_limits.py tests/test_http_exposed.py
+# The whole suite, every tier, in one run on TEST_WORKERS pytest-xdist workers: the
+# suite mostly waits (servers, leases, processes), so more workers than cores overlap
+# it. The Spark and slow tiers start first (tests/tiers.py); the fronts' tests run on a
+# server thread and on `tidelog serve --workers 2` (tests/conftest.py). docs/development.md.
+# TEST_ARGS: what to run instead of everything (`make test TEST_ARGS="-m 'not spark'"`).
+TEST_WORKERS ?= 4
+TEST_ARGS ?=
 
 test: lint
-	$(PY) -m pytest -q
-	TIDELOG_TEST_WORKERS=2 $(PY) -m pytest -q $(FRONT_TESTS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=20 $(TEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[bench]'

@@ -11,8 +11,24 @@ CI = bool(os.environ.get("CI"))
 # start (and their children) leave it off unless a test asks for a port, so
 # runs in parallel never fight over 9092.
 os.environ.setdefault("TIDELOG_KAFKA_PORT", "0")
-# N > 1: the `serve` fixture runs `tidelog serve --workers N` instead of a thread.
+# N > 1: every `serve` fixture runs `tidelog serve --workers N` instead of a thread.
+# Unset, the front modules' tests run on both (FRONT_MODULES), the rest on a thread.
 WORKERS = int(os.environ.get("TIDELOG_TEST_WORKERS") or 1)
+SERVE_VARIANTS = {"thread": 1, "workers2": 2}
+FRONT_MODULES = frozenset(
+    {
+        "test_http_api",
+        "test_http_groups",
+        "test_http_limits",
+        "test_http_queues",
+        "test_http_transport",
+        "test_http_v1",
+        "test_miniqueue",
+        "test_auto_create",
+        "test_subscribe_limits",
+        "test_http_exposed",
+    }
+)
 
 
 # What the fault and fuzz tests tried, printed at the end of the run (`tried` fixture).
@@ -43,6 +59,39 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             terminalreporter.write_line(f"{nodeid}: {counts}")
 
 
+def pytest_generate_tests(metafunc):
+    # The fronts' tests run on a server thread and on `tidelog serve --workers 2`, in one run.
+    if (
+        "serve" in metafunc.fixturenames
+        and "TIDELOG_TEST_WORKERS" not in os.environ
+        and metafunc.module.__name__.rpartition(".")[2] in FRONT_MODULES
+    ):
+        metafunc.parametrize("serve", list(SERVE_VARIANTS.values()), ids=list(SERVE_VARIANTS), indirect=True)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark tests/spark `spark`; put the long tiers first (spark, then slow), so that
+    under xdist they start first and overlap the rest (tiers.py)."""
+    spark = pytest.mark.spark
+    for item in items:
+        if "spark" in item.path.parts and item.get_closest_marker("spark") is None:
+            item.add_marker(spark)
+    items.sort(
+        key=lambda item: (
+            0 if item.get_closest_marker("spark") else 1 if item.get_closest_marker("slow") else 2
+        )
+    )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") == "load":  # -n N without --dist; another --dist is left to xdist
+        from tiers import TierScheduling
+
+        return TierScheduling(config, log)
+    return None
+
+
 def need_service(name: str, reason: str) -> None:
     """Skip a test whose service is missing, or fail it when running in CI."""
     message = f"{name} is not available: {reason}"
@@ -52,12 +101,14 @@ def need_service(name: str, reason: str) -> None:
 
 
 @pytest.fixture
-def serve(tmp_path):
+def serve(request, tmp_path):
     """Start real tidelog servers (granian, free loopback port, a thread) on fresh files.
 
     serve(**options) -> ServerThread; every server started is stopped after the test.
-    With TIDELOG_TEST_WORKERS=N each is `tidelog serve --workers N` instead.
+    In the variant [workers2] (or with TIDELOG_TEST_WORKERS=N) each is `tidelog serve
+    --workers N` instead: a test that needs the in-process server skips there.
     """
+    workers = getattr(request, "param", WORKERS)
     try:
         from tidelog.server.http.thread import ServerThread
     except ImportError as e:
@@ -66,10 +117,10 @@ def serve(tmp_path):
 
     def start(target=None, **options):
         target = target or str(tmp_path / f"served-{len(started)}.db")
-        if WORKERS > 1:
+        if workers > 1:
             from workers_server import WorkersServer
 
-            server = WorkersServer(target, WORKERS, **options)
+            server = WorkersServer(target, workers, **options)
         else:
             server = ServerThread(target, **options).start()
         started.append(server)

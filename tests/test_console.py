@@ -303,3 +303,12 @@ def test_a_job_queues_page_lists_its_periodic_jobs_with_last_and_next_tick(serve
     assert when(last) in section  # its last tick, read from the log
     # The page knows a schedule by its ticks in the log: one that never ticked is not there yet.
     assert "nightly" not in section
+
+
+def test_a_timestamp_past_year_9999_is_shown_as_sent():
+    # A producer may stamp a record up to MAX_TIMESTAMP_MS (year 285,000 and more); the
+    # topic page rendered it with datetime and answered 500 (found by test_http_schema).
+    from tidelog.bounds import MAX_TIMESTAMP_MS
+
+    assert when(MAX_TIMESTAMP_MS) == f"{MAX_TIMESTAMP_MS} ms"
+    assert when(1_000) == "1970-01-01 00:00:01 UTC"

@@ -338,15 +338,22 @@ def test_make_run_installs_only_what_serving_needs() -> None:
     # `make run` installs the server extra, not every extra (pyspark is large); `make test` does.
     if shutil.which("make") is None:
         need_service("make", "apt-get install make")
+    # What a fresh `make` plans: not the variables of a `make test VAR=...` running this.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     plan = subprocess.run(
-        ["make", "-n", "-B", "run"], cwd=ROOT, capture_output=True, text=True, timeout=60
+        ["make", "-n", "-B", "run"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
     ).stdout
     installs = [line for line in plan.splitlines() if "pip install" in line and " -e " in line]
     assert installs == [line for line in installs if line.rstrip().endswith("-e '.[server]'")] and installs, (
         plan
     )
     everything = subprocess.run(
-        ["make", "-n", "-B", ".venv/.installed"], cwd=ROOT, capture_output=True, text=True, timeout=60
+        ["make", "-n", "-B", ".venv/.installed"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     ).stdout
     assert "spark" in everything and "dev" in everything
     readme = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -122,6 +122,9 @@ CONSUMER = textwrap.dedent(
             continue
         consumer.commit(msgs[-1])
         print(msgs[-1].offset, flush=True)
+        # At work for seconds (286 batches): the kill lands mid-run even when a loaded
+        # machine is slow to schedule the test reading these lines.
+        time.sleep(0.02)
     """
 )
 

@@ -40,7 +40,10 @@ def rate(r: float | None) -> str:
 def when(ms: int | None) -> str:
     if not ms:
         return "–"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    try:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (ValueError, OverflowError, OSError):  # a producer may stamp any year: shown as sent
+        return f"{ms} ms"
 
 
 def retention(config: dict[str, Any]) -> str:
