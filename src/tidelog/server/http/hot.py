@@ -60,10 +60,6 @@ class HotPublish:
         self.app = app
         self.ctx = ctx
         self.expected = b"Bearer " + token.encode() if token else None
-        # The route's metrics children, looked up once (labels() builds a key
-        # and takes a lock on every call).
-        self._latency = ctx.metrics.latency.labels("POST", ROUTE)
-        self._counted: dict[int, Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -154,8 +150,5 @@ class HotPublish:
             )
             await send({"type": "http.response.body", "body": body})
         finally:
-            counted = self._counted.get(status)
-            if counted is None:
-                counted = self._counted[status] = ctx.metrics.requests.labels("POST", ROUTE, str(status))
-            counted.inc()
-            self._latency.observe(time.perf_counter() - start)
+            ctx.metrics.requests.labels("POST", ROUTE, str(status)).inc()
+            ctx.metrics.latency.labels("POST", ROUTE).observe(time.perf_counter() - start)
