@@ -60,9 +60,17 @@ class SQLiteLog(SQLiteBase):
         """
         if self.memory:
             return  # nobody else can write to a private in-memory database
+        # The first reading is taken here, then the callback runs once (as
+        # PostgreSQL's watch does once LISTEN is in place): a commit between
+        # a waiter's last read and this reading would otherwise go unseen,
+        # and the waiter would sleep out its whole wait.
+        with self._lock:
+            if self._closed:
+                return
+            first = self._db.execute("PRAGMA data_version").fetchone()[0]
 
         def poll() -> None:
-            last = None
+            last = first
             tick = WATCH_TICK_S
             while True:
                 # Asked of the writer connection, under its lock (closing a
@@ -78,7 +86,7 @@ class SQLiteLog(SQLiteBase):
                         version = self._db.execute("PRAGMA data_version").fetchone()[0]
                     except sqlite3.Error:
                         return
-                if last is not None and version != last:
+                if version != last:
                     callback()
                     tick = WATCH_BUSY_TICK_S
                 else:
@@ -87,6 +95,7 @@ class SQLiteLog(SQLiteBase):
                 time.sleep(tick)
 
         threading.Thread(target=poll, name="tidelog-sqlite-watch", daemon=True).start()
+        callback()
 
     def create_topic(self, name: str, partitions: int, config: dict[str, Any]) -> tuple[TopicInfo, bool]:
         with self._write() as db:
