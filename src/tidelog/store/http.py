@@ -134,7 +134,15 @@ class HTTPStore(Store, QueueUpkeep, CleansRemotely, RedrivesRemotely, JobsRemote
         if self._closed:
             raise errors.Closed("the http:// store is closed")
         try:
-            response = self._http.request(method, path, **kw)
+            try:
+                response = self._http.request(method, path, **kw)
+            except self._httpx.RemoteProtocolError:
+                # The server closed a kept-alive connection as this request
+                # went out on it, before answering: a read is safe to send
+                # again (once, on a new connection); a write may have landed.
+                if method != "GET":
+                    raise
+                response = self._http.request(method, path, **kw)
         except self._httpx.TransportError as e:
             raise StoreError(f"cannot reach the tidelog server at {self.url}: {e}") from None
         if response.status_code >= 400:
