@@ -3,9 +3,8 @@
 Tiers are marks, so `-m` picks them (docs/development.md):
 
 - `spark`: tests/spark. A process holds one SparkSession (a JVM that takes
-  seconds to start), so two workers run the tier's local-session tests (the
-  kill-and-restart modules on one, the rest on the other) and a third the
-  standalone cluster's (test_cluster.py starts a session of its own).
+  seconds to start), so one worker runs the tier's local-session tests and
+  another the standalone cluster's (test_cluster.py starts a session of its own).
 - `slow`: multi-process, crash, chaos and soak tests.
 - the rest.
 
@@ -43,9 +42,6 @@ WHOLE_MODULES = frozenset(
 )
 
 
-SPARK_RESTARTS = frozenset({"tests/spark/test_exactly_once.py", "tests/spark/test_worker_engine.py"})
-
-
 def unit_of(nodeid: str) -> str:
     """The work unit a test belongs to: tests of one unit run on one worker, in order."""
     path, _, name = nodeid.partition("::")
@@ -53,9 +49,7 @@ def unit_of(nodeid: str) -> str:
         # A standalone cluster and a session on it of its own: the longest unit, beside the next.
         return path
     if path.startswith("tests/spark/"):
-        # Two local sessions (two JVMs, two workers): the kill-and-restart modules, a minute
-        # a test, beside the rest, so neither half is the run's last minutes alone.
-        return "spark:restarts" if path in SPARK_RESTARTS else "spark"
+        return "spark"
     if path in WHOLE_MODULES:
         return path
     if path == "tests/test_docs.py" and name.startswith("test_snippet["):
