@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,20 +36,9 @@ from contextlib import contextmanager
 
 import redis
 
+from peers import free_port, tree_cpu  # bench/ is the script's directory
+
 VALUE = "x" * 100
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) a process has used, its ended threads included."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def xadd(port: int, key: str, requests: int, pipeline: int) -> int:
@@ -177,10 +165,10 @@ class Meter:
 
     @contextmanager
     def __call__(self) -> Iterator[None]:
-        cpu, start = cpu_seconds(self.pid), time.perf_counter()
+        cpu, start = tree_cpu(self.pid), time.perf_counter()
         yield
         self.wall += time.perf_counter() - start
-        self.cpu += cpu_seconds(self.pid) - cpu
+        self.cpu += tree_cpu(self.pid) - cpu
 
 
 WORKLOADS = [
