@@ -64,28 +64,14 @@ class SQLiteLog(SQLiteBase):
         # PostgreSQL's watch does once LISTEN is in place): a commit between
         # a waiter's last read and this reading would otherwise go unseen,
         # and the waiter would sleep out its whole wait.
-        with self._lock:
-            if self._closed:
-                return
-            first = self._db.execute("PRAGMA data_version").fetchone()[0]
+        first = self._data_version()
+        if first is None:
+            return
 
         def poll() -> None:
             last = first
             tick = WATCH_TICK_S
-            while True:
-                # Asked of the writer connection, under its lock (closing a
-                # connection while another thread is inside execute() can
-                # crash the interpreter): its data version moves on every
-                # commit but its own, so this store's own writes (a publish
-                # each a millisecond under load) neither call back nor keep
-                # the busy tick going.
-                with self._lock:
-                    if self._closed:
-                        return
-                    try:
-                        version = self._db.execute("PRAGMA data_version").fetchone()[0]
-                    except sqlite3.Error:
-                        return
+            while (version := self._data_version()) is not None:
                 if version != last:
                     callback()
                     tick = WATCH_BUSY_TICK_S
@@ -96,6 +82,23 @@ class SQLiteLog(SQLiteBase):
 
         threading.Thread(target=poll, name="tidelog-sqlite-watch", daemon=True).start()
         callback()
+
+    def _data_version(self) -> int | None:
+        """The writer connection's data version, None once the store is closed.
+
+        Asked of the writer connection, under its lock (closing a connection
+        while another thread is inside execute() can crash the interpreter):
+        its data version moves on every commit but its own, so this store's
+        own writes (a publish each millisecond under load) neither call the
+        watch back nor keep its busy tick going.
+        """
+        with self._lock:
+            if self._closed:
+                return None
+            try:
+                return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+            except sqlite3.Error:
+                return None
 
     def create_topic(self, name: str, partitions: int, config: dict[str, Any]) -> tuple[TopicInfo, bool]:
         with self._write() as db:

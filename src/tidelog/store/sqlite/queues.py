@@ -137,48 +137,32 @@ class SQLiteQueues(SQLiteBase):
         window = max(limit, window)
         picking = Picking(now, due_of, priority_of, key_of)
         ordered = key_of is not None
-        if len(pids) == 1:
-            if limit == 1:
-                lease = self._receive_next(group, topic_id, pids[0], now, deadline, new_receipt(), window)
-                if lease is not None:
-                    return [lease], None
-            else:
-                with self._write():
-                    # The common case a lease at a time, in one transaction:
-                    # while it holds, each is what the general path would
-                    # choose (nothing due, no meta within the window, so no
-                    # delay, priority or key). The window ends where the
-                    # general path's would (each lease moves the cursor one
-                    # on): once the first holds, the rest hold until the
-                    # records run out, and then the general path tells when
-                    # the next falls due, in the same transaction.
-                    first: list[Leased] = []
-                    while len(first) < limit:
-                        lease = self._receive_next(
-                            group, topic_id, pids[0], now, deadline, new_receipt(), window - len(first)
-                        )
-                        if lease is None:
-                            break
-                        first.append(lease)
-                    if len(first) == limit:
-                        return first, None
-                    if first:
-                        more, next_due = self.queue_receive(
-                            group,
-                            topic,
-                            now,
-                            limit - len(first),
-                            lease_ms,
-                            due_of,
-                            new_receipt,
-                            priority_of=priority_of,
-                            window=window - len(first),
-                            key_of=key_of,
-                        )
-                        return first + more, next_due
+        if limit == 1 and len(pids) == 1:
+            lease = self._receive_next(group, topic_id, pids[0], now, deadline, new_receipt(), window)
+            if lease is not None:
+                return [lease], None
         with self._write() as db:
-            # A handle may outlive its group (XGROUP DESTROY): never lease for it.
-            if not db.execute(_GROUP_EXISTS, (group, topic_id)).fetchone():
+            # Several from one partition: the one-statement lease a record at
+            # a time while it holds (nothing due, no meta within the window,
+            # so no delay, priority or key: what the general path would
+            # choose). The window ends where the general path's would (each
+            # lease moves the cursor one on), so once the first holds the rest
+            # hold until the records run out; the general path then tells when
+            # the next falls due, in the same transaction.
+            first: list[Leased] = []
+            while limit > 1 and len(pids) == 1 and len(first) < limit:
+                lease = self._receive_next(
+                    group, topic_id, pids[0], now, deadline, new_receipt(), window - len(first)
+                )
+                if lease is None:
+                    break
+                first.append(lease)
+            if first and len(first) == limit:
+                return first, None
+            limit, window = limit - len(first), window - len(first)
+            # A handle may outlive its group (XGROUP DESTROY): never lease for it
+            # (a lease above proved it exists).
+            if not first and not db.execute(_GROUP_EXISTS, (group, topic_id)).fetchone():
                 raise UnknownGroup(f"queue group {group!r} does not exist on topic {topic!r}")
             candidates: list[tuple[Any, ...]] = []  # as tidelog.store.leasing says
             news: dict[int, list[tuple[Any, ...]]] = {}
@@ -272,7 +256,7 @@ class SQLiteQueues(SQLiteBase):
                     ).fetchone()
                     if row[0] is not None and (next_due is None or row[0] < next_due):
                         next_due = row[0]
-        return out, next_due
+        return first + out, next_due
 
     def queue_settle_receive(
         self,
