@@ -42,12 +42,26 @@ WHOLE_MODULES = frozenset(
 )
 
 
+# Spark tests that start Spark in processes of their own (a pipeline stopped with Ctrl-C, a
+# worker killed and restarted) and never touch the shared session: each is a unit of its own,
+# so they overlap the session's unit instead of lengthening it (it is the run's longest).
+OWN_SPARK = frozenset(
+    {
+        "tests/spark/test_example.py::test_ctrl_c_on_follow_stops_the_queries_without_a_traceback",
+        "tests/spark/test_worker_engine.py::"
+        "test_spark_worker_process_killed_restarted_and_terminated_loses_nothing",
+    }
+)
+
+
 def unit_of(nodeid: str) -> str:
     """The work unit a test belongs to: tests of one unit run on one worker, in order."""
     path, _, name = nodeid.partition("::")
     if path == "tests/spark/test_cluster.py":
         # A standalone cluster and a session on it of its own: the longest unit, beside the next.
         return path
+    if nodeid in OWN_SPARK:
+        return nodeid
     if path.startswith("tests/spark/"):
         return "spark"
     if path in WHOLE_MODULES:
