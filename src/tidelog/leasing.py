@@ -1,0 +1,334 @@
+"""Which records a queue group's receive leases, written once for every store.
+
+A SQL store runs each receive as one transaction and inside it calls the
+policy the core handed it (`ReceivePolicy.lease`) over a handful of
+primitives (`store.base.LeaseTx`), each a statement or two in its dialect;
+the choosing is here, as the rebalance is in `coordinator.py`:
+
+1. on a one-partition topic, the store's one-statement lease first, a record
+   at a time while it holds (nothing in the group's state due, no record near
+   the cursor with a meta blob, so no delay, priority or key to weigh);
+2. the candidates: the group's state rows due now, and the next `window`
+   new records of each partition past its cursor. A new record is due at its
+   deliver-at header (else its append), never before an older one of its
+   partition; with `ordered`, a record whose key has an earlier record in
+   the group's state or among the new ones is not a candidate (one record a
+   key in flight, in offset order);
+3. highest priority first, then oldest due, then the tie-breaker of a nack
+   to the back, then partition and offset; the first `limit` are leased;
+4. new records passed over before the last one taken of their partition,
+   and the delayed ones right after it, are parked in the group's state with
+   their due time, priority and key (the cursor moves past them).
+
+The policy is data (`ReceivePolicy`, frozen): the http:// store forwards its
+fields over the wire and the server's core builds its own from the group's
+config. Reading meta (deliver-at, priority, the key) is here too.
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import NamedTuple
+
+from . import bounds
+from .bounds import DELIVER_AT, PRIORITY
+from .records import F_HEADERS, decode_headers, decode_meta, meta_key
+from .store.base import Leased, LeasePlan, LeaseTx, NewRow, Park, Row, StateRow, Take, Waiting
+
+# How many new records past a partition's cursor a receive looks at when it
+# picks by priority. Records it looked at and passed over wait in the
+# group's state, where priority orders them exactly; a record further back
+# than this is not seen until the cursor comes within this distance.
+PRIORITY_WINDOW = 100
+
+_DELIVER_AT = DELIVER_AT.encode()
+_PRIORITY = PRIORITY.encode()
+
+
+def due_at(timestamp: int, meta: bytes | None) -> int:
+    """When a new record becomes available to queue groups: its deliver-at
+    header, held to at most a year past its append (see `bounds.deliver_at`)."""
+    if meta is None or not meta[0] & F_HEADERS or _DELIVER_AT not in meta:
+        return timestamp  # no delay header: the common case, without decoding
+    headers = decode_meta(meta)[2]
+    if headers:
+        for name, value in decode_headers(headers):
+            if name == DELIVER_AT:
+                return bounds.deliver_at(timestamp, value)
+    return timestamp
+
+
+def priority_of(meta: bytes | None) -> int:
+    """A new record's priority, from its header (0 without one)."""
+    if meta is None or not meta[0] & F_HEADERS or _PRIORITY not in meta:
+        return 0
+    return _header_priority(meta)
+
+
+# A receive looks at each record of its window again until the cursor passes
+# it; the records of one sender often share their meta blob too.
+@functools.lru_cache(maxsize=4096)
+def _header_priority(meta: bytes) -> int:
+    headers = decode_meta(meta)[2]
+    if headers:
+        for name, value in decode_headers(headers):
+            if name == PRIORITY:
+                return bounds.priority(value)
+    return 0
+
+
+def new_receipt() -> str:
+    """A lease's receipt: opaque, unguessable."""
+    return secrets.token_hex(12)
+
+
+class Candidate(NamedTuple):
+    """A record a receive may lease: a state row (`new` None) or a new record."""
+
+    rank: int  # minus the priority: the highest first
+    due: int
+    seq: int
+    partition: int
+    offset: int
+    deliveries: int
+    new: NewRow | None
+    key: bytes | None
+
+
+# The contract's order: priority, due, a nack to the back's tie-breaker, partition, offset.
+_ORDER = attrgetter("rank", "due", "seq", "partition", "offset")
+
+
+class Seen(NamedTuple):
+    """A new record a receive looked at, as it would wait in the group's state."""
+
+    offset: int
+    due: int
+    priority: int
+    delayed: bool  # not due yet: never a candidate now
+    key: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivePolicy:
+    """How a queue group leases, as data (`store.base.LeasePolicy`)."""
+
+    lease_ms: int  # the visibility timeout
+    window: int = PRIORITY_WINDOW  # new records looked at past each cursor (at least the receive's limit)
+    ordered: bool = False  # ordering "key": one record a key in flight, in offset order
+    priority: bool = True  # higher priority first; False: every record counts as 0
+
+    def key(self, meta: bytes | None) -> bytes | None:
+        """A record's ordering key: None in an unordered group, or without a key."""
+        return meta_key(meta) if self.ordered and meta is not None else None
+
+    def rank(self, meta: bytes | None) -> int:
+        """Minus a new record's priority (0 when priorities are off)."""
+        return -priority_of(meta) if self.priority and meta is not None else 0
+
+    def due(self, timestamp: int, meta: bytes | None) -> int:
+        """When a new record becomes available."""
+        return timestamp if meta is None else due_at(timestamp, meta)
+
+    def lease(self, tx: LeaseTx, now: int, limit: int) -> tuple[list[Leased], int | None]:
+        """Lease up to `limit` records over `tx` (see the module's docstring);
+        returns them and, when fewer came, when the next waiting one falls due."""
+        deadline = now + self.lease_ms
+        window = max(limit, self.window)
+        receipts = [new_receipt() for _ in range(limit)]
+        first: list[Leased] = []
+        if tx.partitions == 1:
+            first = tx.lease_next(now, deadline, receipts, window)
+            if len(first) == limit:
+                return first, None
+            # The general path takes the rest; its window ends where it would
+            # have (each lease moved the cursor one on).
+            done = len(first)
+            limit, window, receipts = limit - done, window - done, receipts[done:]
+        found = tx.candidates(now, limit, window, self.ordered)
+        pool = [
+            Candidate(-r.priority, r.due, r.seq, r.partition, r.offset, r.deliveries, None, None)
+            for r in found.due
+        ]
+        held = _HeldKeys(tx)
+        if self.ordered:
+            held.prefetch(self, found.new, limit)
+        seen = {
+            partition: self._look(rows, partition, held, pool, limit, now)
+            for partition, rows in found.new.items()
+        }
+        pool.sort(key=_ORDER)
+        taken = pool[:limit]
+        chosen = {(c.partition, c.offset) for c in taken}
+        takes = [
+            Take(c.partition, c.offset, receipt, c.deliveries, -c.rank, c.key, c.new)
+            for c, receipt in zip(taken, receipts)
+        ]
+        parks = [park for partition, looked in seen.items() for park in _parks(looked, partition, chosen)]
+        leased, next_due = tx.apply(LeasePlan(takes, parks, deadline, now, limit))
+        return first + leased, (next_due if len(leased) < limit else None)
+
+    def _look(
+        self,
+        rows: list[NewRow],
+        partition: int,
+        held: _HeldKeys,
+        pool: list[Candidate],
+        limit: int,
+        now: int,
+    ) -> list[Seen]:
+        """The new records of one partition, in offset order, as they would
+        wait; the deliverable ones join `pool`. A record whose key is held
+        in the group's state is not a candidate, and neither is any record
+        after the first of its key here.
+
+        Without a priority among them, records past the first `limit`
+        candidates cannot be taken (the batch is full of older ones), so
+        they are not looked at."""
+        ranks = [self.rank(row.meta) for row in rows]
+        # Where the records with a priority end: past it, stop at `limit` candidates.
+        ranked = max((i for i, r in enumerate(ranks) if r), default=-1)
+        found = 0
+        running = 0
+        seen: list[Seen] = []
+        blocked: set[bytes] = set()
+        asked: set[bytes] = set()
+        keys: dict[int, bytes | None] = {}  # by row index, read as the look gets there
+        for i, (row, rank) in enumerate(zip(rows, ranks)):
+            if found >= limit and i > ranked:
+                break
+            key = keys[i] if i in keys else self.key(row.meta)
+            if key is not None and key not in asked:
+                # Ask the store about the keys a few records ahead at once.
+                for j in range(i, min(len(rows), i + max(limit, 8))):
+                    if j not in keys:
+                        keys[j] = self.key(rows[j].meta)
+                ask = {k for k in keys.values() if k is not None} - asked
+                blocked |= held.of(partition, ask)
+                asked |= ask
+            due = self.due(row.timestamp, row.meta)
+            if due > now:
+                seen.append(Seen(row.offset, due, -rank, True, key))
+            else:
+                # A new record is never due before an older one of its partition.
+                running = max(running, due)
+                seen.append(Seen(row.offset, running, -rank, False, key))
+                if key is None or key not in blocked:
+                    pool.append(Candidate(rank, running, 0, partition, row.offset, 0, row, key))
+                    found += 1
+            if key is not None:
+                blocked.add(key)  # later records of the key wait for this one
+        return seen
+
+    def available_since(self, rows: Iterable[tuple[int, bytes | None]]) -> int | None:
+        """The earliest time one of these records became available, or None.
+
+        `rows` are (timestamp, meta) of records waiting in a group's state,
+        oldest append first. A record became available at its due time (its
+        append, or its deliver-at), whatever happened since: a nack, an
+        expired lease or a delay on retry does not make it younger, so a
+        record nacked again and again keeps its age (queue stats' oldest
+        available age). Stops at the first record appended after the
+        earliest time found.
+        """
+        best: int | None = None
+        for ts, meta in rows:
+            if best is not None and ts >= best:
+                break
+            since = self.due(ts, meta)
+            best = since if best is None else min(best, since)
+        return best
+
+    def peek(
+        self,
+        waiting: list[StateRow],
+        cursors: list[int],
+        read: Callable[[int, int, int], list[Row]],
+        now: int,
+        limit: int,
+    ) -> list[Waiting]:
+        """What a receive would hand out, leasing nothing: the due ones as
+        it picks them (a new record is never due before an older one of its
+        partition), then the delayed ones by due time. `waiting` are the
+        group's state rows not in flight, `cursors` each partition's cursor;
+        `read(partition, after, limit)` reads the topic."""
+        keyed: list[tuple[tuple[object, ...], Waiting]] = []
+        held: set[tuple[int, int]] = set()
+        for s in waiting:
+            held.add((s.partition, s.offset))
+            rows = read(s.partition, s.offset - 1, 1)
+            if not rows or rows[0][0] != s.offset:
+                continue  # removed by retention: a receive would drop the row
+            _, ts, value, meta = rows[0]
+            w = Waiting(s.partition, s.offset, ts, value, meta, s.deliveries, s.due, s.priority, s.due > now)
+            keyed.append((_peek_order(w, s.seq), w))
+        for partition, cursor in enumerate(cursors):
+            running = 0
+            for offset, ts, value, meta in read(partition, cursor, limit):
+                if (partition, offset) in held:
+                    continue
+                due = self.due(ts, meta)
+                delayed = due > now
+                if not delayed:
+                    running = due = max(running, due)
+                w = Waiting(partition, offset, ts, value, meta, 0, due, -self.rank(meta), delayed)
+                keyed.append((_peek_order(w, 0), w))
+        keyed.sort(key=lambda k: k[0])
+        return [w for _, w in keyed[:limit]]
+
+
+def _peek_order(w: Waiting, seq: int) -> tuple[object, ...]:
+    """Due ones as a receive picks them; the delayed after, by due time."""
+    if w.delayed:
+        return (True, 0, w.due, 0, w.partition, w.offset)
+    return (False, -w.priority, w.due, seq, w.partition, w.offset)
+
+
+def _parks(seen: list[Seen], partition: int, chosen: set[tuple[int, int]]) -> Iterator[Park]:
+    """The new records of a partition that enter the group's state without a
+    lease: those passed over before the last one taken, and the delayed ones
+    in the run right after it (the cursor moves past them)."""
+    last = max((o for p, o in chosen if p == partition), default=0)
+    for s in seen:
+        if (partition, s.offset) in chosen:
+            continue
+        if s.offset > last and not s.delayed:
+            break
+        yield Park(partition, s.offset, s.due, s.priority, s.key)
+
+
+class _HeldKeys:
+    """Which ordering keys have a record in the group's state, per partition.
+
+    A receive asks the store once for the keys of the first records of every
+    partition (`prefetch`); a look that goes further asks again, a few keys
+    at a time.
+    """
+
+    def __init__(self, tx: LeaseTx):
+        self._tx = tx
+        self._asked: set[tuple[int, bytes]] = set()
+        self._held: set[tuple[int, bytes]] = set()
+
+    def prefetch(self, policy: ReceivePolicy, rows: dict[int, list[NewRow]], limit: int) -> None:
+        pairs = {
+            (partition, key)
+            for partition, part in rows.items()
+            for key in (policy.key(row.meta) for row in part[: max(limit, 8)])
+            if key is not None
+        }
+        if pairs:
+            self._held |= self._tx.held(list(pairs))
+            self._asked |= pairs
+
+    def of(self, partition: int, keys: set[bytes]) -> set[bytes]:
+        """Of `keys`, those held on `partition`."""
+        new = [(partition, k) for k in keys if (partition, k) not in self._asked]
+        if new:
+            self._held |= self._tx.held(new)
+            self._asked.update(new)
+        return {k for k in keys if (partition, k) in self._held}
