@@ -31,13 +31,13 @@ import functools
 import secrets
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from operator import attrgetter
+from functools import partial
 from typing import NamedTuple
 
 from . import bounds
 from .bounds import DELIVER_AT, PRIORITY
 from .records import F_HEADERS, decode_headers, decode_meta, meta_key
-from .store.base import Leased, LeasePlan, LeaseTx, NewRow, Park, Row, StateRow, Take, Waiting
+from .store.base import Leased, LeasePlan, LeaseTx, NewRecords, Park, Row, StateRow, Take, Waiting
 
 # How many new records past a partition's cursor a receive looks at when it
 # picks by priority. Records it looked at and passed over wait in the
@@ -87,7 +87,12 @@ def new_receipt() -> str:
 
 
 class Candidate(NamedTuple):
-    """A record a receive may lease: a state row (`new` None) or a new record."""
+    """A record a receive may lease: a state row, or a new record (`row` of its partition's `NewRecords`).
+
+    Candidates sort as tuples, in the contract's order: priority, due, a
+    nack to the back's tie-breaker, partition, offset (and `row` tells a
+    state row from a new record of the same offset, before `key` is reached).
+    """
 
     rank: int  # minus the priority: the highest first
     due: int
@@ -95,22 +100,25 @@ class Candidate(NamedTuple):
     partition: int
     offset: int
     deliveries: int
-    new: NewRow | None
+    row: int  # -1: a state row
     key: bytes | None
 
 
-# The contract's order: priority, due, a nack to the back's tie-breaker, partition, offset.
-_ORDER = attrgetter("rank", "due", "seq", "partition", "offset")
+# Built with tuple.__new__, not the NamedTuple's own __new__ (a Python
+# function): with priorities a receive makes one for each new record it looks at.
+_candidate = partial(tuple.__new__, Candidate)
+_park = partial(tuple.__new__, Park)
 
 
-class Seen(NamedTuple):
-    """A new record a receive looked at, as it would wait in the group's state."""
+class Looked(NamedTuple):
+    """The new records of a partition a receive looked at (the first
+    len(dues) of its `NewRecords`), as they would wait in the group's state;
+    a column a field."""
 
-    offset: int
-    due: int
-    priority: int
-    delayed: bool  # not due yet: never a candidate now
-    key: bytes | None
+    dues: list[int]
+    delayed: list[bool]  # not due yet: never a candidate now
+    ranks: list[int]
+    keys: list[bytes | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,36 +159,40 @@ class ReceivePolicy:
             limit, window, receipts = limit - done, window - done, receipts[done:]
         found = tx.candidates(now, limit, window, self.ordered)
         pool = [
-            Candidate(-r.priority, r.due, r.seq, r.partition, r.offset, r.deliveries, None, None)
-            for r in found.due
+            _candidate((-priority, due, seq, partition, offset, deliveries, -1, None))
+            for partition, offset, due, seq, deliveries, priority in found.due
         ]
         held = _HeldKeys(tx)
         if self.ordered:
             held.prefetch(self, found.new, limit)
-        seen = {
+        looked = {
             partition: self._look(rows, partition, held, pool, limit, now)
             for partition, rows in found.new.items()
         }
-        pool.sort(key=_ORDER)
-        taken = pool[:limit]
-        chosen = {(c.partition, c.offset) for c in taken}
-        takes = [
-            Take(c.partition, c.offset, receipt, c.deliveries, -c.rank, c.key, c.new)
-            for c, receipt in zip(taken, receipts)
+        pool.sort()
+        chosen: set[tuple[int, int]] = set()
+        takes: list[Take] = []
+        for (rank, _, _, partition, offset, deliveries, row, key), receipt in zip(pool[:limit], receipts):
+            chosen.add((partition, offset))
+            new = None if row < 0 else found.new[partition].row(row)
+            takes.append(Take(partition, offset, receipt, deliveries, -rank, key, new))
+        parks = [
+            park
+            for partition, seen in looked.items()
+            for park in _parks(found.new[partition], seen, partition, chosen)
         ]
-        parks = [park for partition, looked in seen.items() for park in _parks(looked, partition, chosen)]
         leased, next_due = tx.apply(LeasePlan(takes, parks, deadline, now, limit))
         return first + leased, (next_due if len(leased) < limit else None)
 
     def _look(
         self,
-        rows: list[NewRow],
+        rows: NewRecords,
         partition: int,
         held: _HeldKeys,
         pool: list[Candidate],
         limit: int,
         now: int,
-    ) -> list[Seen]:
+    ) -> Looked:
         """The new records of one partition, in offset order, as they would
         wait; the deliverable ones join `pool`. A record whose key is held
         in the group's state is not a candidate, and neither is any record
@@ -189,37 +201,41 @@ class ReceivePolicy:
         Without a priority among them, records past the first `limit`
         candidates cannot be taken (the batch is full of older ones), so
         they are not looked at."""
-        ranks = [self.rank(row.meta) for row in rows]
+        offsets, timestamps, metas = rows.offsets, rows.timestamps, rows.metas
+        ranks = [-priority_of(meta) for meta in metas] if self.priority else [0] * len(metas)
+        key_of = meta_key if self.ordered else _no_key
         # Where the records with a priority end: past it, stop at `limit` candidates.
         ranked = max((i for i, r in enumerate(ranks) if r), default=-1)
         found = 0
         running = 0
-        seen: list[Seen] = []
+        seen = Looked([], [], ranks, [])
         blocked: set[bytes] = set()
         asked: set[bytes] = set()
         keys: dict[int, bytes | None] = {}  # by row index, read as the look gets there
-        for i, (row, rank) in enumerate(zip(rows, ranks)):
+        for i, meta in enumerate(metas):
             if found >= limit and i > ranked:
                 break
-            key = keys[i] if i in keys else self.key(row.meta)
+            key = keys[i] if i in keys else key_of(meta)
             if key is not None and key not in asked:
                 # Ask the store about the keys a few records ahead at once.
-                for j in range(i, min(len(rows), i + max(limit, 8))):
+                for j in range(i, min(len(metas), i + max(limit, 8))):
                     if j not in keys:
-                        keys[j] = self.key(rows[j].meta)
+                        keys[j] = key_of(metas[j])
                 ask = {k for k in keys.values() if k is not None} - asked
                 blocked |= held.of(partition, ask)
                 asked |= ask
-            due = self.due(row.timestamp, row.meta)
-            if due > now:
-                seen.append(Seen(row.offset, due, -rank, True, key))
-            else:
+            timestamp = timestamps[i]
+            due = timestamp if meta is None else due_at(timestamp, meta)
+            delayed = due > now
+            if not delayed:
                 # A new record is never due before an older one of its partition.
-                running = max(running, due)
-                seen.append(Seen(row.offset, running, -rank, False, key))
+                running = due = max(running, due)
                 if key is None or key not in blocked:
-                    pool.append(Candidate(rank, running, 0, partition, row.offset, 0, row, key))
+                    pool.append(_candidate((ranks[i], due, 0, partition, offsets[i], 0, i, key)))
                     found += 1
+            seen.dues.append(due)
+            seen.delayed.append(delayed)
+            seen.keys.append(key)
             if key is not None:
                 blocked.add(key)  # later records of the key wait for this one
         return seen
@@ -281,6 +297,10 @@ class ReceivePolicy:
         return [w for _, w in keyed[:limit]]
 
 
+def _no_key(meta: bytes | None) -> None:
+    return None  # an unordered group: no record waits for another
+
+
 def _peek_order(w: Waiting, seq: int) -> tuple[object, ...]:
     """Due ones as a receive picks them; the delayed after, by due time."""
     if w.delayed:
@@ -288,17 +308,18 @@ def _peek_order(w: Waiting, seq: int) -> tuple[object, ...]:
     return (False, -w.priority, w.due, seq, w.partition, w.offset)
 
 
-def _parks(seen: list[Seen], partition: int, chosen: set[tuple[int, int]]) -> Iterator[Park]:
+def _parks(rows: NewRecords, seen: Looked, partition: int, chosen: set[tuple[int, int]]) -> Iterator[Park]:
     """The new records of a partition that enter the group's state without a
     lease: those passed over before the last one taken, and the delayed ones
     in the run right after it (the cursor moves past them)."""
     last = max((o for p, o in chosen if p == partition), default=0)
-    for s in seen:
-        if (partition, s.offset) in chosen:
+    dues, delayed, ranks, keys = seen
+    for i, offset in enumerate(rows.offsets[: len(dues)]):
+        if (partition, offset) in chosen:
             continue
-        if s.offset > last and not s.delayed:
+        if offset > last and not delayed[i]:
             break
-        yield Park(partition, s.offset, s.due, s.priority, s.key)
+        yield _park((partition, offset, dues[i], -ranks[i], keys[i]))
 
 
 class _HeldKeys:
@@ -314,11 +335,11 @@ class _HeldKeys:
         self._asked: set[tuple[int, bytes]] = set()
         self._held: set[tuple[int, bytes]] = set()
 
-    def prefetch(self, policy: ReceivePolicy, rows: dict[int, list[NewRow]], limit: int) -> None:
+    def prefetch(self, policy: ReceivePolicy, rows: dict[int, NewRecords], limit: int) -> None:
         pairs = {
             (partition, key)
             for partition, part in rows.items()
-            for key in (policy.key(row.meta) for row in part[: max(limit, 8)])
+            for key in map(policy.key, part.metas[: max(limit, 8)])
             if key is not None
         }
         if pairs:

@@ -119,11 +119,34 @@ class NewRow(NamedTuple):
     meta: bytes | None
 
 
+class NewRecords(NamedTuple):
+    """A partition's records past the group's cursor, in offset order, a
+    column a field (a receive reads its whole window again at every receive
+    until the cursor passes it: no object a record)."""
+
+    offsets: Sequence[int]
+    timestamps: Sequence[int]
+    values: Sequence[bytes | str]
+    metas: Sequence[bytes | None]
+
+    def row(self, i: int) -> NewRow:
+        """The i-th record."""
+        return NewRow(self.offsets[i], self.timestamps[i], self.values[i], self.metas[i])
+
+    @classmethod
+    def of(cls, rows: Sequence[Sequence[Any]]) -> NewRecords:
+        """From (offset, timestamp, value, meta) rows."""
+        if not rows:
+            return cls((), (), (), ())
+        offsets, timestamps, values, metas = zip(*rows)
+        return cls(offsets, timestamps, values, metas)
+
+
 class Candidates(NamedTuple):
     """What a receive may lease (`LeaseTx.candidates`)."""
 
     due: list[StateRow]  # state rows due now
-    new: dict[int, list[NewRow]]  # by partition: records past its cursor, in offset order
+    new: dict[int, NewRecords]  # by partition: records past its cursor
 
 
 class Take(NamedTuple):

@@ -38,7 +38,7 @@ from ..base import (
     Leased,
     LeasePlan,
     LeasePolicy,
-    NewRow,
+    NewRecords,
     QueueStats,
     Settle,
     StateRow,
@@ -589,10 +589,10 @@ class PostgresLeaseTx:
         if lock.fetchone() is None:
             raise _NoGroup
         due = [StateRow(p, o, d, q, n, r) for p, o, d, q, n, r in due_rows]
-        new: dict[int, list[NewRow]] = {}
+        rows: dict[int, list[tuple[Any, ...]]] = {}
         for partition, offset, ts, value, text, meta in fresh_rows:
-            new.setdefault(partition, []).append(NewRow(offset, ts, stored(value, text), meta))
-        return Candidates(due, new)
+            rows.setdefault(partition, []).append((offset, ts, stored(value, text), meta))
+        return Candidates(due, {partition: NewRecords.of(part) for partition, part in rows.items()})
 
     def held(self, pairs: list[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
         got = self.conn.execute(

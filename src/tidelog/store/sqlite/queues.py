@@ -26,7 +26,7 @@ from ..base import (
     Leased,
     LeasePlan,
     LeasePolicy,
-    NewRow,
+    NewRecords,
     QueueStats,
     Settle,
     StateRow,
@@ -472,19 +472,21 @@ class SQLiteLeaseTx:
         if not self._exists and not db.execute(_GROUP_EXISTS, (self.group, self.topic_id)).fetchone():
             raise UnknownGroup(f"queue group {self.group!r} does not exist on topic {self.topic!r}")
         due: list[StateRow] = []
-        new: dict[int, list[NewRow]] = {}
+        new: dict[int, NewRecords] = {}
         for partition, pid in enumerate(self.pids):
             lo = pid << OFFSET_BITS
             # One statement: what is due in queue_state (kind 0), then the
             # records past the cursor (kind 1).
-            rows = new[partition] = []
-            for kind, offset, a, b, c, d in db.execute(
+            rows = db.execute(
                 _CANDIDATES, (self.group, pid, now, limit, lo, lo + OFFSET_SPAN, window, ordered)
-            ):
-                if kind == 0:  # offset, due, deliveries, seq, priority
-                    due.append(StateRow(partition, offset, a, c, b, d))
-                else:  # offset, ts, value, meta
-                    rows.append(NewRow(offset, a, b, c))
+            ).fetchall()
+            due += [
+                StateRow(partition, offset, at, seq, deliveries, priority)
+                for kind, offset, at, deliveries, seq, priority in rows
+                if kind == 0
+            ]
+            # (kind, offset, ts, value, meta, NULL)
+            new[partition] = NewRecords.of([row[1:5] for row in rows if row[0] == 1])
         return Candidates(due, new)
 
     def held(self, pairs: list[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
@@ -504,50 +506,43 @@ class SQLiteLeaseTx:
         db = self._begin()
         group, pids, deadline = self.group, self.pids, plan.deadline
         out: list[Leased] = []
-        for take in plan.takes:
-            pid = pids[take.partition]
-            record: tuple[Any, ...] | None = take.new
+        for partition, offset, receipt, deliveries, priority, key, new in plan.takes:
+            pid = pids[partition]
+            record: tuple[Any, ...] | None = new
             if record is None:
                 lo = pid << OFFSET_BITS
                 record = db.execute(
-                    "SELECT id - ?1, ts, value, meta FROM records WHERE id = ?2", (lo, lo + take.offset)
+                    "SELECT id - ?1, ts, value, meta FROM records WHERE id = ?2", (lo, lo + offset)
                 ).fetchone()
                 if record is None:  # removed by retention meanwhile: nothing to deliver
                     db.execute(
                         "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ?",
-                        (group, pid, take.offset),
+                        (group, pid, offset),
                     )
                     continue
                 db.execute(
                     "UPDATE queue_state SET due = ?, seq = 0, deliveries = deliveries + 1, receipt = ? "
                     "WHERE grp = ? AND pid = ? AND offset = ?",
-                    (deadline, take.receipt, group, pid, take.offset),
+                    (deadline, receipt, group, pid, offset),
                 )
             else:
                 db.execute(
                     "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt, priority, okey) "
                     "VALUES (?, ?, ?, ?, 1, ?, ?, ?)",
-                    (group, pid, take.offset, deadline, take.receipt, take.priority, take.key),
+                    (group, pid, offset, deadline, receipt, priority, key),
                 )
-            out.append(
-                Leased(
-                    take.partition,
-                    take.offset,
-                    record[1],
-                    record[2],
-                    record[3],
-                    take.deliveries + 1,
-                    take.receipt,
-                    deadline,
-                )
-            )
+            _, ts, value, meta = record
+            out.append(Leased(partition, offset, ts, value, meta, deliveries + 1, receipt, deadline))
         # Parked records wait in queue_state (until due, or for their turn by
         # priority); the insert trigger moves the cursor past them.
         if plan.parks:
             db.executemany(
                 "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt, priority, okey) "
                 "VALUES (?, ?, ?, ?, 0, NULL, ?, ?)",
-                [(group, pids[p.partition], p.offset, p.due, p.priority, p.key) for p in plan.parks],
+                [
+                    (group, pids[partition], offset, due, priority, key)
+                    for partition, offset, due, priority, key in plan.parks
+                ],
             )
         next_due = None
         if len(out) < plan.limit:
