@@ -90,8 +90,9 @@ class Candidate(NamedTuple):
     """A record a receive may lease: a state row, or a new record (`row` of its partition's `NewRecords`).
 
     Candidates sort as tuples, in the contract's order: priority, due, a
-    nack to the back's tie-breaker, partition, offset (and `row` tells a
-    state row from a new record of the same offset, before `key` is reached).
+    nack to the back's tie-breaker, partition, offset; then `row` puts a
+    state row before a new record of the same offset (a Redis group's cursor
+    moved back), so the comparison never reaches `key`.
     """
 
     rank: int  # minus the priority: the highest first
@@ -99,8 +100,8 @@ class Candidate(NamedTuple):
     seq: int
     partition: int
     offset: int
-    deliveries: int
     row: int  # -1: a state row
+    deliveries: int
     key: bytes | None
 
 
@@ -117,7 +118,7 @@ class Looked(NamedTuple):
 
     dues: list[int]
     delayed: list[bool]  # not due yet: never a candidate now
-    ranks: list[int]
+    ranks: list[int]  # of every record of the partition's window, looked at or not
     keys: list[bytes | None]
 
 
@@ -159,7 +160,7 @@ class ReceivePolicy:
             limit, window, receipts = limit - done, window - done, receipts[done:]
         found = tx.candidates(now, limit, window, self.ordered)
         pool = [
-            _candidate((-priority, due, seq, partition, offset, deliveries, -1, None))
+            _candidate((-priority, due, seq, partition, offset, -1, deliveries, None))
             for partition, offset, due, seq, deliveries, priority in found.due
         ]
         held = _HeldKeys(tx)
@@ -172,7 +173,7 @@ class ReceivePolicy:
         pool.sort()
         chosen: set[tuple[int, int]] = set()
         takes: list[Take] = []
-        for (rank, _, _, partition, offset, deliveries, row, key), receipt in zip(pool[:limit], receipts):
+        for (rank, _, _, partition, offset, row, deliveries, key), receipt in zip(pool[:limit], receipts):
             chosen.add((partition, offset))
             new = None if row < 0 else found.new[partition].row(row)
             takes.append(Take(partition, offset, receipt, deliveries, -rank, key, new))
@@ -231,7 +232,7 @@ class ReceivePolicy:
                 # A new record is never due before an older one of its partition.
                 running = due = max(running, due)
                 if key is None or key not in blocked:
-                    pool.append(_candidate((ranks[i], due, 0, partition, offsets[i], 0, i, key)))
+                    pool.append(_candidate((ranks[i], due, 0, partition, offsets[i], i, 0, key)))
                     found += 1
             seen.dues.append(due)
             seen.delayed.append(delayed)
