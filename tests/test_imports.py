@@ -151,6 +151,7 @@ CORE = {
     "tidelog.coordinator",
     "tidelog.assignors",
     "tidelog.queues",
+    "tidelog.leasing",
     "tidelog.deadletters",
     "tidelog.outbox",
     "tidelog.jobs",

@@ -23,7 +23,7 @@ import pytest
 
 import tidelog
 from pgschema import postgres_schema
-from tidelog import queues
+from tidelog import leasing
 from tidelog.store import schema
 from tidelog.streams import ZERO, Streams
 
@@ -186,7 +186,7 @@ class Twins:
 
     def __init__(self, pg_url: str, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
         receipts = itertools.count()
-        monkeypatch.setattr(queues, "_new_receipt", lambda: f"r{next(receipts):09d}")
+        monkeypatch.setattr(leasing, "new_receipt", lambda: f"r{next(receipts):09d}")
         self.clock = Clock()
         self.logs = [tidelog.open(path, clock=self.clock), tidelog.open(pg_url, clock=self.clock)]
         for log in self.logs:

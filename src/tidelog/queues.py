@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, cast
 
 from . import bounds
@@ -35,10 +34,10 @@ from .config import check_int, check_name
 from .core import Core
 from .deadletters import Redriven, redrive
 from .errors import ConfigurationError, GroupConflict, InvalidRequest, LeaseLost, UnknownTopic
+from .leasing import PRIORITY_WINDOW, ReceivePolicy
 from .notify import long_poll
 from .producer import Producer
 from .records import (
-    F_HEADERS,
     BatchSent,
     Headers,
     Message,
@@ -50,7 +49,6 @@ from .records import (
     encode_headers,
     encode_meta,
     make_message,
-    meta_key,
 )
 from .store.base import (
     ACK,
@@ -72,19 +70,18 @@ from .store.base import (
 # at once. PRIORITY, the header carrying a send's priority (0-9, higher
 # first): queue groups hand out the available records of higher priority
 # first; stream groups see the record unchanged. No header means 0. Both
-# are read as bounded values whatever they hold (see tidelog.bounds).
-_PRIORITY = PRIORITY.encode()
-# How many new records past a partition's cursor a receive looks at when it
-# picks by priority. Records it looked at and passed over wait in the
-# group's state, where priority orders them exactly; a record further back
-# than this is not seen until the cursor comes within this distance.
-PRIORITY_WINDOW = 100
+# are read as bounded values whatever they hold (see tidelog.bounds), by
+# `tidelog.leasing`, which also holds PRIORITY_WINDOW: how far past a
+# partition's cursor a receive looks.
 MAX_DEDUP_ID_BYTES = 128
 # A queue group's ordering: "none" hands records out in parallel; "key" hands
 # the records of one key out one at a time, in offset order.
 ORDERINGS = ("none", "key")
 DEFAULT_VISIBILITY_S = 30.0
 DEFAULT_MAX_DELIVERIES = 5
+# What stats and a peek hand the store: they lease nothing, so only how a
+# record's due time and priority are read matters.
+_LOOKING = ReceivePolicy(int(DEFAULT_VISIBILITY_S * 1000))
 
 
 @dataclass(frozen=True)
@@ -168,7 +165,9 @@ class Delivery(NamedTuple):
 
 def queue_stats(log: Core, topic: str, group: str) -> QueueStats:
     """A queue group's counts without opening a handle (which would register the group)."""
-    return log.store.queue_stats(check_name("group", group), check_name("topic", topic), log.clock(), _due_of)
+    return log.store.queue_stats(
+        check_name("group", group), check_name("topic", topic), _LOOKING, log.clock()
+    )
 
 
 MAX_PEEK = 1000
@@ -200,7 +199,7 @@ def peek(log: Core, topic: str, group: str | None = None, limit: int = 10) -> li
     check_name("topic", topic)
     name = check_name("group", group if group is not None else topic)
     check_int("limit", limit, 1, MAX_PEEK)
-    rows = _upkeep(log).queue_peek(name, topic, log.clock(), limit, _due_of, _priority_of)
+    rows = _upkeep(log).queue_peek(name, topic, _LOOKING, log.clock(), limit)
     return [
         Peeked(make_message(topic, w.partition, w[1:5]), w.delivery_count, w.due, w.priority, w.delayed)
         for w in rows
@@ -227,41 +226,6 @@ def purge(log: Core, topic: str, group: str | None = None) -> int:
     check_name("topic", topic)
     name = check_name("group", group if group is not None else topic)
     return _upkeep(log).queue_purge(name, topic, log.clock())
-
-
-_DELIVER_AT = DELIVER_AT.encode()
-
-
-def _due_of(timestamp: int, meta: bytes | None) -> int:
-    """When a new record becomes available to queue groups: its deliver-at
-    header, held to at most a year past its append (see `bounds.deliver_at`)."""
-    if meta is None or not meta[0] & F_HEADERS or _DELIVER_AT not in meta:
-        return timestamp  # no delay header: the common case, without decoding
-    headers = decode_meta(meta)[2]
-    if headers:
-        for name, value in decode_headers(headers):
-            if name == DELIVER_AT:
-                return bounds.deliver_at(timestamp, value)
-    return timestamp
-
-
-def _priority_of(meta: bytes | None) -> int:
-    """A new record's priority, from its header (0 without one)."""
-    if meta is None or not meta[0] & F_HEADERS or _PRIORITY not in meta:
-        return 0
-    return _header_priority(meta)
-
-
-# A receive looks at each record of its window again until the cursor passes
-# it; the records of one sender often share their meta blob too.
-@functools.lru_cache(maxsize=4096)
-def _header_priority(meta: bytes) -> int:
-    headers = decode_meta(meta)[2]
-    if headers:
-        for name, value in decode_headers(headers):
-            if name == PRIORITY:
-                return bounds.priority(value)
-    return 0
 
 
 def check_dedup_id(dedup_id: Any) -> str:
@@ -339,10 +303,6 @@ def _settles_and_receives(store_type: type) -> bool:
     return issubclass(store_type, SettlesAndReceives)
 
 
-def _new_receipt() -> str:
-    return secrets.token_hex(12)
-
-
 class Queue:
     """A handle on a queue group of a topic. Thread-safe."""
 
@@ -371,6 +331,10 @@ class Queue:
         self.dead_letter: str = stored["dead_letter"]
         # Groups made before orderings existed have none stored.
         self.ordering: str = stored.get("ordering") or "none"
+        # How the store picks what to lease, at the handle's visibility timeout.
+        self._policy = ReceivePolicy(
+            int(self.visibility_timeout * 1000), PRIORITY_WINDOW, ordered=self.ordering == "key"
+        )
         if opts.ordering is not None and opts.ordering != self.ordering:
             raise GroupConflict(
                 f"queue group {self.group!r} on topic {topic!r} has ordering {self.ordering!r}, not "
@@ -515,26 +479,16 @@ class Queue:
             return self.visibility_timeout
         return check_seconds("visibility_timeout", visibility_timeout, MAX_VISIBILITY_S, positive=True)
 
-    def _leasing(self) -> dict[str, Any]:
-        """How the store picks what to lease: by priority, and one record a key at a time when ordered."""
-        return {
-            "priority_of": _priority_of,
-            "window": PRIORITY_WINDOW,
-            "key_of": meta_key if self.ordering == "key" else None,
-        }
+    def _leasing(self, lease_ms: int) -> ReceivePolicy:
+        """The group's policy with leases of `lease_ms`."""
+        policy = self._policy
+        return policy if policy.lease_ms == lease_ms else replace(policy, lease_ms=lease_ms)
 
     def _receive_once(self, limit: int, lease_ms: int) -> tuple[list[Delivery], int | None]:
         out: list[Delivery] = []
         while True:
             leased, next_due = self.log.store.queue_receive(
-                self.group,
-                self.topic,
-                self.log.clock(),
-                limit - len(out),
-                lease_ms,
-                _due_of,
-                _new_receipt,
-                **self._leasing(),
+                self.group, self.topic, self._leasing(lease_ms), self.log.clock(), limit - len(out)
             )
             got, dead = self._deliveries(leased)
             out += got
@@ -712,15 +666,7 @@ class Queue:
             got, next_due = self._receive_once(max_messages, lease_ms) if max_messages else ([], None)
             return self._settled(items, settles, lost), got, next_due
         lost, leased, next_due = cast(SettlesAndReceives, store).queue_settle_receive(
-            self.group,
-            self.topic,
-            settles,
-            self.log.clock(),
-            max_messages,
-            lease_ms,
-            _due_of,
-            _new_receipt,
-            **self._leasing(),
+            self.group, self.topic, settles, self._leasing(lease_ms), self.log.clock(), max_messages
         )
         if settles:
             self._freed()

@@ -97,13 +97,15 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 
 
-def encode_headers(headers: Any) -> bytes | None:
+def encode_headers(headers: Any, *, written: bool = False) -> bytes | None:
     """Encode headers (a dict or (name, str|bytes) pairs) to a compact blob.
 
     Layout: for each header, u16 name length, name (UTF-8), u32 value length,
     value. Order is kept; names may repeat, as in Kafka. The queue's own
     headers (`tidelog-deliver-at`, `tidelog-priority`) must hold values in
-    their range (`tidelog.bounds`).
+    their range (`tidelog.bounds`), unless `written`: headers of a record
+    already in the log, encoded again as they are (a queue reads any value
+    safely; see `tidelog.leasing`).
     """
     if not headers:
         return None
@@ -120,7 +122,7 @@ def encode_headers(headers: Any) -> bytes | None:
                 value = bytes(value)
             else:
                 raise InvalidValue(f"header {name!r} value must be str or bytes, not {type(value).__name__}")
-            if name in QUEUE_HEADERS:
+            if name in QUEUE_HEADERS and not written:
                 # A queue reads these: a value it cannot use is refused at the write.
                 check_queue_header(name, value)
             raw_name = name.encode()

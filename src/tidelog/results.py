@@ -44,7 +44,7 @@ from .errors import (
     UnknownPartition,
     UnknownTopic,
 )
-from .queues import _due_of
+from .leasing import due_at
 from .store.base import JobLook, JobRow, JobsRemotely, JobStore
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ def _status(log: Core, topic: str, job: str, partition: int, offset: int, look: 
         record = _record(log, topic, partition, offset)
         if record is None:
             raise _unknown(topic, job)
-        due = _due_of(record[1], record[3])
+        due = due_at(record[1], record[3])
         return JobInfo(job, DELAYED if due > now else WAITING, 0, None, None, None)
     # The group finished the record.
     if row is not None:

@@ -213,7 +213,8 @@ def wire_to_row(item: dict[str, Any]) -> Row:
         [
             (h["name"], base64.b64decode(h["value_base64"]) if "value_base64" in h else h["value"].encode())
             for h in item.get("headers") or ()
-        ]
+        ],
+        written=True,  # a record read back: one an older version wrote is delivered as it is
     )
     meta = encode_meta(FMT_TEXT if fmt == "text" else None, key, headers, item.get("producer"))
     return (item["offset"], item["timestamp"], stored, meta)

@@ -32,14 +32,6 @@ Row = tuple[int, int, bytes | str, bytes | None]
 RowT = TypeVar("RowT")
 # A record as a cleaner scans it: (offset, timestamp, bytes, meta or None, value is JSON null).
 ScanRow = tuple[int, int, int, bytes | None, bool]
-# When a new record becomes due for queue groups: due_of(timestamp, meta) -> ms.
-DueOf = Callable[[int, bytes | None], int]
-# A fresh lease receipt.
-NewReceipt = Callable[[], str]
-# A new record's priority for queue groups: priority_of(meta) -> 0..9.
-PriorityOf = Callable[[bytes | None], int]
-# A new record's ordering key for a queue group ordered by key: key_of(meta).
-KeyOf = Callable[[bytes | None], bytes | None]
 
 
 class Usage(NamedTuple):
@@ -100,6 +92,183 @@ class QueueStats(NamedTuple):
     delayed: int
     dead_lettered: int
     oldest_available_age_ms: int
+
+
+# Leasing: what a store offers `tidelog.leasing` inside a receive's
+# transaction (the model is `Rebalancing` for `tidelog.coordinator`). The
+# store reads and writes rows; the core chooses which records to lease.
+
+
+class StateRow(NamedTuple):
+    """A record in a queue group's state (released, expired, delayed, passed over or leased)."""
+
+    partition: int
+    offset: int
+    due: int  # ms since epoch it is (or was) due; 0: nacked to the front
+    seq: int  # the tie-breaker of a nack to the back among records due at once (0: none)
+    deliveries: int  # deliveries so far
+    priority: int
+
+
+class NewRow(NamedTuple):
+    """A record past a partition's cursor, not yet in the group's state (a `Row`)."""
+
+    offset: int
+    timestamp: int
+    value: bytes | str
+    meta: bytes | None
+
+
+class NewRecords(NamedTuple):
+    """A partition's records past the group's cursor, in offset order, a
+    column a field (a receive reads its whole window again at every receive
+    until the cursor passes it: no object a record)."""
+
+    offsets: Sequence[int]
+    timestamps: Sequence[int]
+    values: Sequence[bytes | str]
+    metas: Sequence[bytes | None]
+
+    def row(self, i: int) -> NewRow:
+        """The i-th record."""
+        return NewRow(self.offsets[i], self.timestamps[i], self.values[i], self.metas[i])
+
+    @classmethod
+    def of(cls, rows: Sequence[Sequence[Any]]) -> NewRecords:
+        """From (offset, timestamp, value, meta) rows."""
+        if not rows:
+            return cls((), (), (), ())
+        offsets, timestamps, values, metas = zip(*rows)
+        return cls(offsets, timestamps, values, metas)
+
+
+class Candidates(NamedTuple):
+    """What a receive may lease (`LeaseTx.candidates`)."""
+
+    due: list[StateRow]  # state rows due now
+    new: dict[int, NewRecords]  # by partition: records past its cursor
+
+
+class Take(NamedTuple):
+    """A record a `LeasePlan` leases: a state row again (`new` None) or a new record."""
+
+    partition: int
+    offset: int
+    receipt: str
+    deliveries: int  # deliveries before this one
+    priority: int  # a new record's, kept in its state row
+    key: bytes | None  # a new record's ordering key, kept in its state row
+    new: NewRow | None
+
+
+class Park(NamedTuple):
+    """A new record that enters the group's state without a lease (delayed or passed over)."""
+
+    partition: int
+    offset: int
+    due: int
+    priority: int
+    key: bytes | None
+
+
+class LeasePlan(NamedTuple):
+    """What a receive writes, in one step (`LeaseTx.apply`)."""
+
+    takes: list[Take]  # in the order they are handed out
+    parks: list[Park]
+    deadline: int  # the leases' deadline (ms since epoch)
+    now: int
+    limit: int  # fewer leases than this: tell the next due time too
+
+
+@runtime_checkable
+class LeaseTx(Protocol):
+    """A queue group's leasing primitives, inside one receive's transaction.
+
+    `tidelog.leasing` chooses over them (priority, due time, key order, the
+    window); each is a statement or two in the store's dialect. Partitions
+    are numbered as the topic's. Keys are the records' ordering keys, as the
+    core read them from meta and kept in the state rows (`Take.key`,
+    `Park.key`).
+    """
+
+    @property
+    def partitions(self) -> int:
+        """How many partitions the topic has."""
+
+    def lease_next(self, now: int, deadline: int, receipts: Sequence[str], window: int) -> list[Leased]:
+        """The common receive in one statement a record: on a one-partition
+        topic, lease the next new record (with `receipts[i]`, the i-th) while
+        nothing in the group's state is due and no record within `window` -
+        i of the cursor carries a meta blob (so none has a delay, a priority
+        or a key: the record the general path would choose first). Stops at
+        the first that does not hold; [] from a store without such a
+        statement. A single lease may commit on its own; more join the
+        receive's transaction."""
+
+    def candidates(self, now: int, limit: int, window: int, ordered: bool) -> Candidates:
+        """Per partition, up to `limit` state rows due at `now` (highest
+        priority, then due, seq, offset; `ordered`: only the earliest of
+        each key in the state) and the first `window` records past the
+        cursor. UnknownGroup when the group does not exist on the topic."""
+
+    def held(self, pairs: list[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
+        """Of (partition, key) pairs, those with a record in the group's
+        state (waiting, delayed or in flight)."""
+
+    def apply(self, plan: LeasePlan) -> tuple[list[Leased], int | None]:
+        """Lease `plan.takes` until `plan.deadline` (a state row whose record
+        retention removed meanwhile is dropped, not leased), park
+        `plan.parks` (the cursor moves past every new record taken or
+        parked). Returns the leases in plan order and, when fewer than
+        `plan.limit`, the next due time after `plan.now` in the group's
+        state (None when nothing waits)."""
+
+
+@runtime_checkable
+class LeasePolicy(Protocol):
+    """How a queue group leases (`tidelog.leasing.ReceivePolicy`): data a
+    store may forward over a wire, and the choosing a SQL store runs inside
+    its transaction over a `LeaseTx`."""
+
+    @property
+    def lease_ms(self) -> int:
+        """The visibility timeout: how long a lease lasts."""
+
+    @property
+    def window(self) -> int:
+        """How many new records past each cursor a receive looks at (at least its limit)."""
+
+    @property
+    def ordered(self) -> bool:
+        """One record a key in flight, in offset order (ordering "key")."""
+
+    @property
+    def priority(self) -> bool:
+        """Higher priority first (else every record counts as 0)."""
+
+    def lease(self, tx: LeaseTx, now: int, limit: int) -> tuple[list[Leased], int | None]:
+        """Lease up to `limit` records; returns them and the next due time
+        of what still waits when fewer came (None otherwise)."""
+
+    def due(self, timestamp: int, meta: bytes | None) -> int:
+        """When a new record becomes available (its deliver-at, else its append)."""
+
+    def available_since(self, rows: Iterable[tuple[int, bytes | None]]) -> int | None:
+        """The earliest time one of these waiting records became available
+        ((timestamp, meta), oldest append first), or None (queue stats' age)."""
+
+    def peek(
+        self,
+        waiting: list[StateRow],
+        cursors: list[int],
+        read: Callable[[int, int, int], list[Row]],
+        now: int,
+        limit: int,
+    ) -> list[Waiting]:
+        """`QueueUpkeep.queue_peek`'s answer from the state rows not in
+        flight and each partition's cursor; `read(partition, after, limit)`
+        is the store's read of the topic."""
 
 
 class GroupSync(NamedTuple):
@@ -462,35 +631,16 @@ class QueueStore(Protocol):
         returns the stored config."""
 
     def queue_receive(
-        self,
-        group: str,
-        topic: str,
-        now: int,
-        limit: int,
-        lease_ms: int,
-        due_of: DueOf,
-        new_receipt: NewReceipt,
-        *,
-        priority_of: PriorityOf | None = None,
-        window: int = 0,
-        key_of: KeyOf | None = None,
+        self, group: str, topic: str, policy: LeasePolicy, now: int, limit: int
     ) -> tuple[list[Leased], int | None]:
-        """Lease up to `limit` records whose due time has come: highest
-        priority first, then oldest due, then the tie-breaker of a nack to the
-        back, then partition and offset. Candidates are the group's state
-        rows (released, expired, delayed or passed over) and, per partition,
-        the next max(limit, `window`) new records past the cursor (due =
-        `due_of(timestamp, meta)`, priority = `priority_of(meta)` for a record
-        with a meta blob, else 0). New records passed over before the last
-        one taken enter the state with their due time and priority (the
-        cursor moves past them). Returns the leases and the next due time of
-        anything still waiting (None when nothing waits).
-
-        With `key_of` (a group with ordering "key") a record whose key
-        (`key_of(meta)`, None for no key) has an earlier record in the group's
-        state (waiting, delayed or in flight) or earlier among the new
-        records is not a candidate: each key has at most one record in
-        flight, handed out in offset order. State rows keep their key."""
+        """Lease up to `limit` records as `policy` chooses (a SQL store runs
+        `policy.lease` over its `LeaseTx`, in one transaction): highest
+        priority first, then oldest due, then the tie-breaker of a nack to
+        the back, then partition and offset, among the group's state rows
+        due now and the next `policy.window` new records of each partition;
+        with `policy.ordered`, one record a key in flight, in offset order.
+        Returns the leases and the next due time of anything still waiting
+        (None when nothing waits, or when `limit` came)."""
 
     def queue_ack(self, group: str, topic: str, partition: int, offset: int, receipt: str) -> None:
         """Finish a record. A receipt that is neither the current lease nor
@@ -538,7 +688,9 @@ class QueueStore(Protocol):
         """Atomically finish a leased record and append `dead_letter` (one
         record) to its topic; returns the dead-letter offset."""
 
-    def queue_stats(self, group: str, topic: str, now: int, due_of: DueOf) -> QueueStats: ...
+    def queue_stats(self, group: str, topic: str, policy: LeasePolicy, now: int) -> QueueStats:
+        """Counts, and the age of the oldest available record; a new
+        record's delay is `policy.due` (a store reads meta only through it)."""
 
 
 @runtime_checkable
@@ -671,15 +823,11 @@ class QueueUpkeep(Protocol):
     def queue_list(self, topic: str) -> list[str]:
         """Queue groups on a topic, oldest first."""
 
-    def queue_peek(
-        self, group: str, topic: str, now: int, limit: int, due_of: DueOf, priority_of: PriorityOf
-    ) -> list[Waiting]:
+    def queue_peek(self, group: str, topic: str, policy: LeasePolicy, now: int, limit: int) -> list[Waiting]:
         """Up to `limit` records not leased now, leasing nothing: those due
-        first, by priority (highest first), due time, partition and offset;
-        then the delayed ones by due time. New records past a partition's
-        cursor are due at `due_of(timestamp, meta)` with `priority_of(meta)`.
-        A group ordered by key hands a key's records out one at a time: the
-        list shows them all."""
+        first, in the order a receive takes them, then the delayed ones by
+        due time (`policy.peek` orders them). A group ordered by key hands a
+        key's records out one at a time: the list shows them all."""
 
     def queue_in_flight(self, group: str, topic: str, now: int, limit: int) -> list[Pending]:
         """Up to `limit` records leased now (deadline after `now`), by partition and offset."""
@@ -871,19 +1019,7 @@ class SettlesAndReceives(Protocol):
     (a front that answers many subscribers a round: one commit, not two)."""
 
     def queue_settle_receive(
-        self,
-        group: str,
-        topic: str,
-        settles: Sequence[Settle],
-        now: int,
-        limit: int,
-        lease_ms: int,
-        due_of: DueOf,
-        new_receipt: Callable[[], str],
-        *,
-        priority_of: Callable[[bytes | None], int] | None = None,
-        window: int = 0,
-        key_of: Callable[[bytes | None], bytes | None] | None = None,
+        self, group: str, topic: str, settles: Sequence[Settle], policy: LeasePolicy, now: int, limit: int
     ) -> tuple[list[LeaseLost | None], list[Leased], int | None]:
         """`queue_settle(settles)` then `queue_receive(...)` (with `limit`
         0: none) in one transaction: what the settles free or put in front

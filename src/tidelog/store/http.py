@@ -7,9 +7,11 @@ validates and encodes here; the server checks again and commits. Records
 round-trip byte for byte (see `tidelog.wire`) and server errors come back as
 the same `tidelog.errors` classes, by their `code`.
 
-Where the core hands a store policy (`due_of`, `new_receipt`, `rebalance`) or
-its clock (`now`), the server's core applies its own instead: the server
-owns leases, receipts, assignment and cleaning, whoever its clients are.
+Where the core hands a store policy, the server's core applies its own: a
+`LeasePolicy` travels as its data (the lease length; the group's ordering
+was stored when the group was opened), a `rebalance` and the client's clock
+(`now`) not at all. The server owns leases, receipts, assignment and
+cleaning, whoever its clients are.
 
 A token travels in the URL (`http://:TOKEN@host:7070`) or in the
 TIDELOG_TOKEN environment variable, read by `tidelog.open`.
@@ -40,6 +42,7 @@ from .base import (
     GroupSync,
     JobsRemotely,
     Leased,
+    LeasePolicy,
     PartitionInfo,
     Pending,
     QueueStats,
@@ -432,11 +435,15 @@ class HTTPStore(Store, QueueUpkeep, CleansRemotely, RedrivesRemotely, JobsRemote
 
     # queue groups --------------------------------------------------------------------
     #
-    # The server's core applies the queue policy (when a record is due, what a
-    # receipt looks like, dead-lettering past max deliveries), so `due_of`,
-    # `new_receipt` and the client's clock (`now`) are not sent. Receipts are
-    # the server's opaque tokens; absolute times (`deadline`, `due`) travel as
-    # they are and are read on the server's clock.
+    # The server's core applies the queue policy (which records to lease,
+    # when a record is due, what a receipt looks like, dead-lettering past max
+    # deliveries) from the group's config, so of a `LeasePolicy` only its data
+    # travels: the lease length. Its ordering is the group's, sent when the
+    # group was opened (`queue_open`) and kept by the server; its window and
+    # priorities are the server core's own (the same defaults). The client's
+    # clock (`now`) is not sent. Receipts are the server's opaque tokens;
+    # absolute times (`deadline`, `due`) travel as they are and are read on
+    # the server's clock.
 
     @staticmethod
     def _queue_path(topic: str, action: str = "") -> str:
@@ -453,20 +460,9 @@ class HTTPStore(Store, QueueUpkeep, CleansRemotely, RedrivesRemotely, JobsRemote
         return {k: d[k] for k in ("max_deliveries", "dead_letter", "ordering") if k in d}
 
     def queue_receive(
-        self,
-        group: str,
-        topic: str,
-        now: int,
-        limit: int,
-        lease_ms: int,
-        due_of: Any,
-        new_receipt: Any,
-        *,
-        priority_of: Any = None,
-        window: int = 0,
-        key_of: Any = None,
+        self, group: str, topic: str, policy: LeasePolicy, now: int, limit: int
     ) -> tuple[list[Leased], int | None]:
-        params = {"group": group, "max": limit, "visibility_timeout": lease_ms / 1000}
+        params = {"group": group, "max": limit, "visibility_timeout": policy.lease_ms / 1000}
         d = self._call("POST", self._queue_path(topic, "receive"), params=params)
         leases = []
         for m in d["messages"]:
@@ -548,7 +544,7 @@ class HTTPStore(Store, QueueUpkeep, CleansRemotely, RedrivesRemotely, JobsRemote
                 reason = value.decode(errors="replace")
         return int(self._settle("reject", group, topic, {"receipt": receipt, "reason": reason})["offset"])
 
-    def queue_stats(self, group: str, topic: str, now: int, due_of: Any) -> QueueStats:
+    def queue_stats(self, group: str, topic: str, policy: LeasePolicy, now: int) -> QueueStats:
         d = self._call("GET", self._queue_path(topic, "stats"), params={"group": group})
         return QueueStats(*(d[f] for f in QueueStats._fields))
 
@@ -558,9 +554,7 @@ class HTTPStore(Store, QueueUpkeep, CleansRemotely, RedrivesRemotely, JobsRemote
         d = self._call("GET", "/v1/queues", params={"topic": topic})
         return [q["group"] for q in d["queues"]]
 
-    def queue_peek(
-        self, group: str, topic: str, now: int, limit: int, due_of: Any, priority_of: Any
-    ) -> list[Waiting]:
+    def queue_peek(self, group: str, topic: str, policy: LeasePolicy, now: int, limit: int) -> list[Waiting]:
         params = {"group": group, "max": limit}
         d = self._call("GET", self._queue_path(topic, "peek"), params=params)
         out = []

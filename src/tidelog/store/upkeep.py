@@ -1,21 +1,18 @@
-"""What both SQL stores do alike to look into a queue group (`QueueUpkeep.queue_peek`).
+"""What both SQL stores do alike to look into a queue group (`QueueUpkeep`).
 
 A peek leases nothing and writes nothing: it reads the group's state rows
-that are not in flight and the new records past each partition's cursor,
-and orders them as a receive would pick them (see `store.leasing`): by
-priority, then due time (a new record is never due before an older one of
-its partition), then partition and offset; the delayed ones after, by due
-time. The statements are spelled by each store's `Dialect`; the records are
-read through the store's own `read`, so the value columns of each store stay
-its own business.
+that are not in flight and each partition's cursor, and the core orders
+them as a receive would pick them (`LeasePolicy.peek`), reading the new
+records past each cursor through the store's own `read` (so the value
+columns of each store stay its own business). The statements are spelled by
+each store's `Dialect`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from .base import DueOf, Pending, PriorityOf, Row, Waiting
+from .base import Pending, StateRow
 from .dialect import Connection, Dialect
 
 # A group's state rows not leased now (waiting, delayed, or a lease that ran
@@ -36,11 +33,17 @@ def group_exists(conn: Connection, sql: Dialect, group: str, topic_id: int) -> b
 
 def state_rows(
     conn: Connection, sql: Dialect, group: str, pids: Sequence[int], now: int, limit: int
-) -> list[tuple[int, int, int, int, int, int]]:
-    """(pid, offset, due, deliveries, priority, seq) of up to `limit` rows not in flight."""
+) -> list[StateRow]:
+    """Up to `limit` of the group's state rows not in flight, those due first."""
     where, args = sql.any_of("pid", pids)
     text = sql(_STATE.replace("{pids}", where))
-    return [tuple(r) for r in conn.execute(text, (group, *args, now, now, now, limit)).fetchall()]
+    partition_of = {pid: i for i, pid in enumerate(pids)}
+    return [
+        StateRow(partition_of[pid], offset, due, seq, deliveries, priority)
+        for pid, offset, due, deliveries, priority, seq in conn.execute(
+            text, (group, *args, now, now, now, limit)
+        ).fetchall()
+    ]
 
 
 def in_flight(
@@ -68,50 +71,3 @@ def cursors(conn: Connection, sql: Dialect, group: str, pids: Sequence[int]) -> 
         )
     )
     return [int(found.get(pid, 0)) for pid in pids]
-
-
-def peek(
-    state: list[tuple[int, int, int, int, int, int]],
-    scanned: list[int],
-    pids: Sequence[int],
-    read: Callable[[int, int, int], list[Row]],
-    now: int,
-    limit: int,
-    due_of: DueOf,
-    priority_of: PriorityOf,
-) -> list[Waiting]:
-    """The peek's answer from the rows of `state_rows` and `cursors`;
-    `read(partition, after, limit)` is the store's `read` of the topic."""
-    partition_of = {pid: i for i, pid in enumerate(pids)}
-    keyed: list[tuple[tuple[Any, ...], Waiting]] = []
-    held: set[tuple[int, int]] = set()
-    for pid, offset, due, deliveries, priority, seq in state:
-        partition = partition_of[pid]
-        held.add((partition, offset))
-        rows = read(partition, offset - 1, 1)
-        if not rows or rows[0][0] != offset:
-            continue  # removed by retention: a receive would drop the row
-        _, ts, value, meta = rows[0]
-        w = Waiting(partition, offset, ts, value, meta, deliveries, due, priority, due > now)
-        keyed.append((_order(w, seq), w))
-    for partition, cursor in enumerate(scanned):
-        running = 0
-        for offset, ts, value, meta in read(partition, cursor, limit):
-            if (partition, offset) in held:
-                continue
-            due = ts if meta is None else due_of(ts, meta)
-            priority = 0 if meta is None else priority_of(meta)
-            delayed = due > now
-            if not delayed:
-                running = due = max(running, due)
-            w = Waiting(partition, offset, ts, value, meta, 0, due, priority, delayed)
-            keyed.append((_order(w, 0), w))
-    keyed.sort(key=lambda k: k[0])
-    return [w for _, w in keyed[:limit]]
-
-
-def _order(w: Waiting, seq: int) -> tuple[Any, ...]:
-    """Due ones as a receive picks them; the delayed after, by due time."""
-    if w.delayed:
-        return (True, 0, w.due, 0, w.partition, w.offset)
-    return (False, -w.priority, w.due, seq, w.partition, w.offset)

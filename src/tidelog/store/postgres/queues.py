@@ -1,7 +1,8 @@
 """Queue groups on PostgreSQL: leases, acks, releases and dead letters.
 
-The mechanics only; the policy (when to dead-letter, what a delay means, how
-receipts look) is the core's, in `tidelog.queues`. The same model as
+The mechanics only; the policy (which records to lease, when to dead-letter,
+what a delay means, how receipts look) is the core's, in `tidelog.leasing`
+and `tidelog.queues`. The same model as
 `sqlite_queues`; what PostgreSQL adds is the locking that SQLite's single
 writer gave for free:
 
@@ -14,20 +15,34 @@ writer gave for free:
   receipt: whichever of a receive and an ack takes the row first wins, and
   the other sees the row as the winner left it.
 - A receive is two round trips, both pipelined: one reads the group's lock,
-  the due leases and the new records; one writes the leases and the cursor
-  and commits. The core's `due_of` runs in between, on new records with a
-  meta blob only (only those can carry a delay).
+  the due leases and the new records (`PostgresLeaseTx.candidates`); one
+  writes the leases and the cursor and commits (`apply`). The core's choosing
+  (`tidelog.leasing`) runs in between; a group ordered by key may ask which
+  keys are held (`held`), a round trip more.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ...errors import LeaseLost, UnknownGroup, UnknownTopic
-from ..base import ACK, EXTEND, RELEASE, RETURN, AppendBatch, Leased, QueueStats, Settle
-from ..leasing import HeldKeys, Picking, first_available, to_park
+from ..base import (
+    ACK,
+    EXTEND,
+    RELEASE,
+    RETURN,
+    AppendBatch,
+    Candidates,
+    Leased,
+    LeasePlan,
+    LeasePolicy,
+    NewRecords,
+    QueueStats,
+    Settle,
+    StateRow,
+)
 from .base import _APPEND, PostgresBase, _append_params, _PartitionGone, one, stored
 
 # Serialises the calls that take new records or move a cursor, per group and topic.
@@ -200,7 +215,7 @@ FROM tidelog_queue_state WHERE grp = %(grp)s AND pid = ANY(%(pids)s::bigint[])
 
 # The records of the group's available state rows (released, expired,
 # passed over), oldest append first, a page at a time (keyset): how old the
-# oldest is (`leasing.first_available`) is usually told by the first row.
+# oldest is (`LeasePolicy.available_since`) is usually told by the first row.
 _AVAILABLE_STATE = """
 SELECT r.ts, r.meta, r.pid, r."offset" FROM tidelog_queue_state s
 JOIN tidelog_records r ON r.pid = s.pid AND r."offset" = s."offset"
@@ -282,167 +297,14 @@ class PostgresQueues(PostgresBase):
         return config
 
     def queue_receive(
-        self,
-        group: str,
-        topic: str,
-        now: int,
-        limit: int,
-        lease_ms: int,
-        due_of: Callable[[int, bytes | None], int],
-        new_receipt: Callable[[], str],
-        *,
-        priority_of: Callable[[bytes | None], int] | None = None,
-        window: int = 0,
-        key_of: Callable[[bytes | None], bytes | None] | None = None,
+        self, group: str, topic: str, policy: LeasePolicy, now: int, limit: int
     ) -> tuple[list[Leased], int | None]:
         topic_id, pids = self._topic_pids(topic)
-        deadline = now + lease_ms
-        params = {
-            "grp": group,
-            "pids": list(pids),
-            "now": now,
-            "limit": limit,
-            "window": max(limit, window),
-            "ordered": key_of is not None,
-        }
-        picking = Picking(now, due_of, priority_of, key_of)
         try:
-            return self._lease_batch(params, topic_id, pids, limit, deadline, picking, new_receipt)
+            with self._conn() as conn, conn.transaction(), conn.pipeline():
+                return policy.lease(PostgresLeaseTx(conn, group, topic_id, pids), now, limit)
         except _NoGroup:
             raise self._no_group(group, topic) from None
-
-    def _lease_batch(
-        self,
-        params: dict[str, Any],
-        topic_id: int,
-        pids: tuple[int, ...],
-        limit: int,
-        deadline: int,
-        picking: Picking,
-        new_receipt: Callable[[], str],
-    ) -> tuple[list[Leased], int | None]:
-        group = params["grp"]
-        with self._conn() as conn, conn.transaction(), conn.pipeline():
-            lock = conn.execute(LOCK_GROUP, (group, topic_id))
-            due_rows = conn.execute(_DUE, params)
-            fresh_rows = conn.execute(_FRESH, params, binary=True)
-            if lock.fetchone() is None:
-                raise _NoGroup
-            # as tidelog.store.leasing says
-            candidates: list[tuple[Any, ...]] = [
-                (-r, due, q, p, o, n, None, None) for p, o, due, q, n, r in due_rows
-            ]
-            # per partition: the new records in offset order, (offset, ts, value, meta)
-            rows: dict[int, list[tuple[Any, ...]]] = {}
-            for partition, offset, ts, value, text, meta in fresh_rows:
-                rows.setdefault(partition, []).append((offset, ts, stored(value, text), meta))
-
-            partition_of = {pid: i for i, pid in enumerate(pids)}
-
-            def query(pairs: list[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
-                # Keys with a record waiting or in flight in the group: theirs come first.
-                got = conn.execute(
-                    _BLOCKED,
-                    {"grp": group, "pids": [pids[p] for p, _ in pairs], "okeys": [k for _, k in pairs]},
-                )
-                return {(partition_of[pid], bytes(okey)) for pid, okey in got}
-
-            held = HeldKeys(query)
-            held.prefetch(picking, rows, limit)
-            fresh = {
-                partition: picking.mark_new(part, partition, held.of(partition), candidates, limit)
-                for partition, part in rows.items()
-            }
-            candidates.sort(key=lambda c: c[:5])
-            taken = candidates[:limit]
-
-            # Statement parameters, a list a column: leases again, new
-            # leases, and records parked (pids, offsets, receipts or dues, priorities).
-            again: tuple[list[int], list[int], list[str]] = ([], [], [])
-            leased: tuple[list[int], list[int], list[str], list[int], list[bytes | None]] = (
-                [],
-                [],
-                [],
-                [],
-                [],
-            )
-            parked: tuple[list[int], list[int], list[int], list[int], list[bytes | None]] = (
-                [],
-                [],
-                [],
-                [],
-                [],
-            )
-            receipts: dict[tuple[int, int], str] = {}
-            for minus, _, _, partition, offset, _, record, key in taken:
-                receipt = receipts[partition, offset] = new_receipt()
-                if record is None:
-                    _append_row(again, pids[partition], offset, receipt)
-                else:
-                    _append_row(leased, pids[partition], offset, receipt, -minus, key)
-            # Records passed over or delayed before the last one taken enter
-            # the state; the cursor follows.
-            chosen = set(receipts)
-            for partition, marked in fresh.items():
-                for offset, due, priority, key in to_park(marked, partition, chosen):
-                    _append_row(parked, pids[partition], offset, due, priority, key)
-
-            leased_again = None
-            if again[0]:
-                leased_again = conn.execute(
-                    _LEASE_AGAIN,
-                    {
-                        "grp": group,
-                        "pids": again[0],
-                        "offsets": again[1],
-                        "receipts": again[2],
-                        "deadline": deadline,
-                    },
-                    binary=True,
-                )
-            if leased[0] or parked[0]:
-                conn.execute(
-                    _TAKE_NEW,
-                    {
-                        "grp": group,
-                        "deadline": deadline,
-                        "pids": leased[0],
-                        "offsets": leased[1],
-                        "receipts": leased[2],
-                        "priorities": leased[3],
-                        "okeys": leased[4],
-                        "delayed_pids": parked[0],
-                        "delayed_offsets": parked[1],
-                        "dues": parked[2],
-                        "delayed_priorities": parked[3],
-                        "delayed_okeys": parked[4],
-                    },
-                )
-            # When waiting ends (only asked when the batch may come out short).
-            next_due_row = conn.execute(_NEXT_DUE, params) if len(taken) < limit or again[0] else None
-            records: dict[tuple[int, int], tuple[Any, ...]] = {}
-            if leased_again is not None:
-                records = {(pid, o): (o, ts, stored(v, t), m) for pid, o, ts, v, t, m in leased_again}
-            next_due = one(next_due_row)[0] if next_due_row is not None else None
-
-        out: list[Leased] = []
-        for _, _, _, partition, offset, deliveries, fresh_record, _ in taken:
-            got = fresh_record if fresh_record is not None else records.get((pids[partition], offset))
-            if got is None:  # removed by trim or retention meanwhile: nothing to deliver
-                continue
-            out.append(
-                Leased(
-                    partition,
-                    offset,
-                    got[1],
-                    got[2],
-                    got[3],
-                    deliveries + 1,
-                    receipts[partition, offset],
-                    deadline,
-                )
-            )
-        return out, (next_due if len(out) < limit else None)
 
     # settling ----------------------------------------------------------------
 
@@ -608,9 +470,7 @@ class PostgresQueues(PostgresBase):
                     continue
         raise UnknownTopic(f"dead-letter topic {dead_letter.topic!r} does not exist")
 
-    def queue_stats(
-        self, group: str, topic: str, now: int, due_of: Callable[[int, bytes | None], int]
-    ) -> QueueStats:
+    def queue_stats(self, group: str, topic: str, policy: LeasePolicy, now: int) -> QueueStats:
         topic_id, pids = self._topic_pids(topic, refresh=True)
         params = {"grp": group, "topic_id": topic_id, "pids": list(pids), "now": now}
         with self._conn() as conn:
@@ -620,7 +480,7 @@ class PostgresQueues(PostgresBase):
                 available, in_flight, delayed, dead = one(counts)
             # When the oldest available record became available: a nack to
             # the front (due 0) or an expiry does not make a record younger.
-            oldest = first_available(self._available_state(conn, params), due_of)
+            oldest = policy.available_since(self._available_state(conn, params))
             for pid, scanned, first, _, last in waiting_rows:
                 # Offsets past the cursor are dense but for what trim removed
                 # from the front: count from the first record held.
@@ -632,7 +492,7 @@ class PostgresQueues(PostgresBase):
                     (pid, scanned),
                     binary=True,
                 ):
-                    due = due_of(ts, meta)
+                    due = policy.due(ts, meta)
                     if due > now:
                         waiting -= 1
                         delayed += 1
@@ -697,3 +557,114 @@ def lease_lost(
     return LeaseLost(
         f"the lease on {where} expired and the record was delivered again (delivery {deliveries})"
     )
+
+
+class PostgresLeaseTx:
+    """A receive's primitives on one queue group (`LeaseTx`), for
+    `tidelog.leasing`, on a connection in a transaction and a pipeline."""
+
+    def __init__(self, conn: Any, group: str, topic_id: int, pids: tuple[int, ...]):
+        self.conn = conn
+        self.group = group
+        self.topic_id = topic_id
+        self.pids = pids
+        self.partitions = len(pids)
+
+    def lease_next(self, now: int, deadline: int, receipts: Sequence[str], window: int) -> list[Leased]:
+        return []  # no one-statement lease here: the candidates and the writes are a round trip each
+
+    def candidates(self, now: int, limit: int, window: int, ordered: bool) -> Candidates:
+        params = {
+            "grp": self.group,
+            "pids": list(self.pids),
+            "now": now,
+            "limit": limit,
+            "window": window,
+            "ordered": ordered,
+        }
+        conn = self.conn
+        lock = conn.execute(LOCK_GROUP, (self.group, self.topic_id))
+        due_rows = conn.execute(_DUE, params)
+        fresh_rows = conn.execute(_FRESH, params, binary=True)
+        if lock.fetchone() is None:
+            raise _NoGroup
+        due = [StateRow(p, o, d, q, n, r) for p, o, d, q, n, r in due_rows]
+        rows: dict[int, list[tuple[Any, ...]]] = {}
+        for partition, offset, ts, value, text, meta in fresh_rows:
+            rows.setdefault(partition, []).append((offset, ts, stored(value, text), meta))
+        return Candidates(due, {partition: NewRecords.of(part) for partition, part in rows.items()})
+
+    def held(self, pairs: list[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
+        got = self.conn.execute(
+            _BLOCKED,
+            {"grp": self.group, "pids": [self.pids[p] for p, _ in pairs], "okeys": [k for _, k in pairs]},
+        )
+        partition_of = {pid: i for i, pid in enumerate(self.pids)}
+        return {(partition_of[pid], bytes(okey)) for pid, okey in got}
+
+    def apply(self, plan: LeasePlan) -> tuple[list[Leased], int | None]:
+        conn, group, pids = self.conn, self.group, self.pids
+        # Statement parameters, a list a column: leases again, new leases,
+        # and records parked (pids, offsets, receipts or dues, priorities, keys).
+        again: tuple[list[int], list[int], list[str]] = ([], [], [])
+        leased: tuple[list[int], list[int], list[str], list[int], list[bytes | None]] = ([], [], [], [], [])
+        parked: tuple[list[int], list[int], list[int], list[int], list[bytes | None]] = ([], [], [], [], [])
+        for t in plan.takes:
+            if t.new is None:
+                _append_row(again, pids[t.partition], t.offset, t.receipt)
+            else:
+                _append_row(leased, pids[t.partition], t.offset, t.receipt, t.priority, t.key)
+        for p in plan.parks:
+            _append_row(parked, pids[p.partition], p.offset, p.due, p.priority, p.key)
+        # All pipelined: one round trip, and the commit.
+        leased_again = None
+        if again[0]:
+            leased_again = conn.execute(
+                _LEASE_AGAIN,
+                {
+                    "grp": group,
+                    "pids": again[0],
+                    "offsets": again[1],
+                    "receipts": again[2],
+                    "deadline": plan.deadline,
+                },
+                binary=True,
+            )
+        if leased[0] or parked[0]:
+            conn.execute(
+                _TAKE_NEW,
+                {
+                    "grp": group,
+                    "deadline": plan.deadline,
+                    "pids": leased[0],
+                    "offsets": leased[1],
+                    "receipts": leased[2],
+                    "priorities": leased[3],
+                    "okeys": leased[4],
+                    "delayed_pids": parked[0],
+                    "delayed_offsets": parked[1],
+                    "dues": parked[2],
+                    "delayed_priorities": parked[3],
+                    "delayed_okeys": parked[4],
+                },
+            )
+        # When waiting ends: asked when the batch may come out short (a lease
+        # again finds its record removed, or too few were taken).
+        next_due_row = None
+        if len(plan.takes) < plan.limit or again[0]:
+            next_due_row = conn.execute(_NEXT_DUE, {"grp": group, "pids": list(pids), "now": plan.now})
+        records: dict[tuple[int, int], tuple[Any, ...]] = {}
+        if leased_again is not None:
+            records = {(pid, o): (o, ts, stored(v, t), m) for pid, o, ts, v, t, m in leased_again}
+        next_due = one(next_due_row)[0] if next_due_row is not None else None
+        out: list[Leased] = []
+        for t in plan.takes:
+            got = t.new if t.new is not None else records.get((pids[t.partition], t.offset))
+            if got is None:  # removed by trim or retention meanwhile: nothing to deliver
+                continue
+            out.append(
+                Leased(
+                    t.partition, t.offset, got[1], got[2], got[3], t.deliveries + 1, t.receipt, plan.deadline
+                )
+            )
+        return out, (next_due if len(out) < plan.limit else None)

@@ -1,21 +1,36 @@
 """Queue groups on SQLite: leases, acks, releases and dead letters.
 
-The mechanics only; the policy (when to dead-letter, what a delay means, how
-receipts look) is the core's, in `tidelog.queues`. Every call is one
-transaction, so a record is never leased to two members at once, also across
-processes sharing the file.
+The mechanics only; the policy (which records to lease, when to dead-letter,
+what a delay means, how receipts look) is the core's, in `tidelog.leasing`
+and `tidelog.queues`: a receive runs `policy.lease` over `SQLiteLeaseTx`.
+Every call is one transaction, so a record is never leased to two members at
+once, also across processes sharing the file.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from contextlib import ExitStack
 from typing import Any
 
 from ...errors import LeaseLost, UnknownGroup, UnknownTopic
-from ..base import ACK, EXTEND, RELEASE, RETURN, AppendBatch, Leased, QueueStats, Settle
-from ..leasing import HeldKeys, Picking, first_available, to_park
+from ..base import (
+    ACK,
+    EXTEND,
+    RELEASE,
+    RETURN,
+    AppendBatch,
+    Candidates,
+    Leased,
+    LeasePlan,
+    LeasePolicy,
+    NewRecords,
+    QueueStats,
+    Settle,
+    StateRow,
+)
 from .base import SQLiteBase
 
 OFFSET_BITS = 40
@@ -119,178 +134,20 @@ class SQLiteQueues(SQLiteBase):
         return (row[0] - lo) if row else 0
 
     def queue_receive(
-        self,
-        group: str,
-        topic: str,
-        now: int,
-        limit: int,
-        lease_ms: int,
-        due_of: Callable[[int, bytes | None], int],
-        new_receipt: Callable[[], str],
-        *,
-        priority_of: Callable[[bytes | None], int] | None = None,
-        window: int = 0,
-        key_of: Callable[[bytes | None], bytes | None] | None = None,
+        self, group: str, topic: str, policy: LeasePolicy, now: int, limit: int
     ) -> tuple[list[Leased], int | None]:
         topic_id, pids = self._all_pids(topic) if topic not in self._pids else self._pids[topic]
-        deadline = now + lease_ms
-        window = max(limit, window)
-        picking = Picking(now, due_of, priority_of, key_of)
-        ordered = key_of is not None
-        if limit == 1 and len(pids) == 1:
-            lease = self._receive_next(group, topic_id, pids[0], now, deadline, new_receipt(), window)
-            if lease is not None:
-                return [lease], None
-        with self._write() as db:
-            # Several from one partition: the one-statement lease a record at
-            # a time while it holds (nothing due, no meta within the window,
-            # so no delay, priority or key: what the general path would
-            # choose). The window ends where the general path's would (each
-            # lease moves the cursor one on), so once the first holds the rest
-            # hold until the records run out; the general path then tells when
-            # the next falls due, in the same transaction.
-            first: list[Leased] = []
-            while limit > 1 and len(pids) == 1 and len(first) < limit:
-                lease = self._receive_next(
-                    group, topic_id, pids[0], now, deadline, new_receipt(), window - len(first)
-                )
-                if lease is None:
-                    break
-                first.append(lease)
-            if first and len(first) == limit:
-                return first, None
-            limit, window = limit - len(first), window - len(first)
-            # A handle may outlive its group (XGROUP DESTROY): never lease for it
-            # (a lease above proved it exists).
-            if not first and not db.execute(_GROUP_EXISTS, (group, topic_id)).fetchone():
-                raise UnknownGroup(f"queue group {group!r} does not exist on topic {topic!r}")
-            candidates: list[tuple[Any, ...]] = []  # as tidelog.store.leasing says
-            news: dict[int, list[tuple[Any, ...]]] = {}
-            for partition, pid in enumerate(pids):
-                lo = pid << OFFSET_BITS
-                # One statement: what is due in queue_state, then the records
-                # past the cursor (kind 0 and 1 rows).
-                rows = []
-                for row in db.execute(
-                    _CANDIDATES, (group, pid, now, limit, lo, lo + OFFSET_SPAN, window, ordered)
-                ):
-                    if row[0] == 0:
-                        candidates.append((-row[5], row[2], row[4], partition, row[1], row[3], None, None))
-                    else:
-                        rows.append(row[1:5])
-                news[partition] = rows
-
-            def query(pairs: list[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
-                # Keys with a record waiting or in flight in the group: theirs come first.
-                values = ",".join("(?, ?)" for _ in pairs)
-                args = [x for partition, key in pairs for x in (pids[partition], key)]
-                return {
-                    (partition_of[pid], key)
-                    for pid, key in db.execute(
-                        "SELECT DISTINCT pid, okey FROM queue_state "
-                        f"WHERE grp = ? AND (pid, okey) IN (VALUES {values})",
-                        (group, *args),
-                    )
-                }
-
-            partition_of = {pid: i for i, pid in enumerate(pids)}
-            held = HeldKeys(query)
-            held.prefetch(picking, news, limit)
-            fresh = {
-                partition: picking.mark_new(rows, partition, held.of(partition), candidates, limit)
-                for partition, rows in news.items()
-            }
-            candidates.sort(key=lambda c: c[:5])
-            taken = candidates[:limit]
-            chosen = {(c[3], c[4]) for c in taken}
-            out: list[Leased] = []
-            for _, _, _, partition, offset, deliveries, record, key in taken:
-                pid = pids[partition]
-                receipt = new_receipt()
-                if record is None:
-                    lo = pid << OFFSET_BITS
-                    record = db.execute(
-                        "SELECT id - ?1, ts, value, meta FROM records WHERE id = ?2", (lo, lo + offset)
-                    ).fetchone()
-                    if record is None:  # removed by retention meanwhile: nothing to deliver
-                        db.execute(
-                            "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ?",
-                            (group, pid, offset),
-                        )
-                        continue
-                    db.execute(
-                        "UPDATE queue_state SET due = ?, seq = 0, deliveries = deliveries + 1, receipt = ? "
-                        "WHERE grp = ? AND pid = ? AND offset = ?",
-                        (deadline, receipt, group, pid, offset),
-                    )
-                else:
-                    db.execute(
-                        "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt, priority, okey) "
-                        "VALUES (?, ?, ?, ?, 1, ?, ?, ?)",
-                        (group, pid, offset, deadline, receipt, -picking.neg_priority(record), key),
-                    )
-                out.append(
-                    Leased(
-                        partition, offset, record[1], record[2], record[3], deliveries + 1, receipt, deadline
-                    )
-                )
-            # New records before the last one taken of a partition, and the
-            # delayed ones right after it, wait in queue_state (until due, or
-            # for their turn by priority); the insert trigger moves the cursor.
-            for partition, marked in fresh.items():
-                pid = pids[partition]
-                db.executemany(
-                    "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt, priority, okey) "
-                    "VALUES (?, ?, ?, ?, 0, NULL, ?, ?)",
-                    [
-                        (group, pid, offset, due, priority, key)
-                        for offset, due, priority, key in to_park(marked, partition, chosen)
-                    ],
-                )
-            next_due = None
-            if len(out) < limit:
-                for pid in pids:
-                    row = db.execute(
-                        "SELECT min(due) FROM queue_state WHERE grp = ? AND pid = ? AND due > ?",
-                        (group, pid, now),
-                    ).fetchone()
-                    if row[0] is not None and (next_due is None or row[0] < next_due):
-                        next_due = row[0]
-        return first + out, next_due
+        # The write transaction begins at the first primitive that needs it:
+        # a single lease in one statement (`lease_next`) commits on its own.
+        with ExitStack() as stack:
+            return policy.lease(SQLiteLeaseTx(self, stack, group, topic, topic_id, pids), now, limit)
 
     def queue_settle_receive(
-        self,
-        group: str,
-        topic: str,
-        settles: Sequence[Settle],
-        now: int,
-        limit: int,
-        lease_ms: int,
-        due_of: Callable[[int, bytes | None], int],
-        new_receipt: Callable[[], str],
-        *,
-        priority_of: Callable[[bytes | None], int] | None = None,
-        window: int = 0,
-        key_of: Callable[[bytes | None], bytes | None] | None = None,
+        self, group: str, topic: str, settles: Sequence[Settle], policy: LeasePolicy, now: int, limit: int
     ) -> tuple[list[LeaseLost | None], list[Leased], int | None]:
         with self._write():  # the calls below join this one transaction
             lost = self.queue_settle(group, topic, settles) if settles else []
-            leased, next_due = (
-                self.queue_receive(
-                    group,
-                    topic,
-                    now,
-                    limit,
-                    lease_ms,
-                    due_of,
-                    new_receipt,
-                    priority_of=priority_of,
-                    window=window,
-                    key_of=key_of,
-                )
-                if limit
-                else ([], None)
-            )
+            leased, next_due = self.queue_receive(group, topic, policy, now, limit) if limit else ([], None)
         return lost, leased, next_due
 
     def _receive_next(
@@ -490,9 +347,7 @@ class SQLiteQueues(SQLiteBase):
             )
         return first
 
-    def queue_stats(
-        self, group: str, topic: str, now: int, due_of: Callable[[int, bytes | None], int]
-    ) -> QueueStats:
+    def queue_stats(self, group: str, topic: str, policy: LeasePolicy, now: int) -> QueueStats:
         topic_id, pids = self._all_pids(topic)
         available = in_flight = delayed = 0
         oldest: int | None = None  # when the oldest available record became available
@@ -521,13 +376,12 @@ class SQLiteQueues(SQLiteBase):
                 # Released, expired or passed over: as old as their records (a
                 # nack to the front, due 0, is an order, not a time).
                 older(
-                    first_available(
+                    policy.available_since(
                         conn.execute(
                             "SELECT r.ts, r.meta FROM queue_state s JOIN records r ON r.id = ?1 + s.offset "
                             "WHERE s.grp = ?2 AND s.pid = ?3 AND s.due <= ?4 ORDER BY r.ts",
                             (lo, group, pid, now),
-                        ),
-                        due_of,
+                        )
                     )
                 )
                 srow = conn.execute(
@@ -545,7 +399,7 @@ class SQLiteQueues(SQLiteBase):
                     "SELECT ts, meta FROM records WHERE id > ?1 AND id < ?2 AND meta IS NOT NULL",
                     (lo + scanned, lo + OFFSET_SPAN),
                 ):
-                    due = due_of(ts, meta)
+                    due = policy.due(ts, meta)
                     if due > now:
                         waiting -= 1
                         delayed += 1
@@ -560,3 +414,143 @@ class SQLiteQueues(SQLiteBase):
                     older(plain[0])
         age = 0 if oldest is None else max(0, now - oldest)
         return QueueStats(available, in_flight, delayed, dead, age)
+
+
+class SQLiteLeaseTx:
+    """A receive's primitives on one queue group (`LeaseTx`), for `tidelog.leasing`.
+
+    The write transaction begins lazily, at the first primitive that needs
+    it, and ends with the caller's `stack`: the common receive, one lease in
+    one statement, runs in autocommit and opens none. Inside a transaction
+    already open on this thread (`queue_settle_receive`) everything joins it.
+    """
+
+    def __init__(
+        self,
+        store: SQLiteQueues,
+        stack: ExitStack,
+        group: str,
+        topic: str,
+        topic_id: int,
+        pids: tuple[int, ...],
+    ):
+        self._store = store
+        self._stack = stack
+        self._db: sqlite3.Connection | None = None
+        self.group = group
+        self.topic = topic
+        self.topic_id = topic_id
+        self.pids = pids
+        self.partitions = len(pids)
+        self._exists = False  # a lease proved the group exists
+
+    def _begin(self) -> sqlite3.Connection:
+        if self._db is None:
+            self._db = self._stack.enter_context(self._store._write())
+        return self._db
+
+    def lease_next(self, now: int, deadline: int, receipts: Sequence[str], window: int) -> list[Leased]:
+        store, group, topic_id, pid = self._store, self.group, self.topic_id, self.pids[0]
+        if len(receipts) == 1:
+            lease = store._receive_next(group, topic_id, pid, now, deadline, receipts[0], window)
+            self._exists = lease is not None
+            return [] if lease is None else [lease]
+        # Several: in the receive's transaction, which the general path then joins.
+        self._begin()
+        out: list[Leased] = []
+        for receipt in receipts:
+            lease = store._receive_next(group, topic_id, pid, now, deadline, receipt, window - len(out))
+            if lease is None:
+                break
+            out.append(lease)
+        self._exists = bool(out)
+        return out
+
+    def candidates(self, now: int, limit: int, window: int, ordered: bool) -> Candidates:
+        db = self._begin()
+        # A handle may outlive its group (XGROUP DESTROY): never lease for it.
+        if not self._exists and not db.execute(_GROUP_EXISTS, (self.group, self.topic_id)).fetchone():
+            raise UnknownGroup(f"queue group {self.group!r} does not exist on topic {self.topic!r}")
+        due: list[StateRow] = []
+        new: dict[int, NewRecords] = {}
+        for partition, pid in enumerate(self.pids):
+            lo = pid << OFFSET_BITS
+            # One statement: what is due in queue_state (kind 0), then the
+            # records past the cursor (kind 1).
+            rows = db.execute(
+                _CANDIDATES, (self.group, pid, now, limit, lo, lo + OFFSET_SPAN, window, ordered)
+            ).fetchall()
+            due += [
+                StateRow(partition, offset, at, seq, deliveries, priority)
+                for kind, offset, at, deliveries, seq, priority in rows
+                if kind == 0
+            ]
+            # (kind, offset, ts, value, meta, NULL)
+            new[partition] = NewRecords.of([row[1:5] for row in rows if row[0] == 1])
+        return Candidates(due, new)
+
+    def held(self, pairs: list[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
+        db = self._begin()
+        values = ",".join("(?, ?)" for _ in pairs)
+        args = [x for partition, key in pairs for x in (self.pids[partition], key)]
+        partition_of = {pid: i for i, pid in enumerate(self.pids)}
+        return {
+            (partition_of[pid], key)
+            for pid, key in db.execute(
+                f"SELECT DISTINCT pid, okey FROM queue_state WHERE grp = ? AND (pid, okey) IN (VALUES {values})",
+                (self.group, *args),
+            )
+        }
+
+    def apply(self, plan: LeasePlan) -> tuple[list[Leased], int | None]:
+        db = self._begin()
+        group, pids, deadline = self.group, self.pids, plan.deadline
+        out: list[Leased] = []
+        for partition, offset, receipt, deliveries, priority, key, new in plan.takes:
+            pid = pids[partition]
+            record: tuple[Any, ...] | None = new
+            if record is None:
+                lo = pid << OFFSET_BITS
+                record = db.execute(
+                    "SELECT id - ?1, ts, value, meta FROM records WHERE id = ?2", (lo, lo + offset)
+                ).fetchone()
+                if record is None:  # removed by retention meanwhile: nothing to deliver
+                    db.execute(
+                        "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ?",
+                        (group, pid, offset),
+                    )
+                    continue
+                db.execute(
+                    "UPDATE queue_state SET due = ?, seq = 0, deliveries = deliveries + 1, receipt = ? "
+                    "WHERE grp = ? AND pid = ? AND offset = ?",
+                    (deadline, receipt, group, pid, offset),
+                )
+            else:
+                db.execute(
+                    "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt, priority, okey) "
+                    "VALUES (?, ?, ?, ?, 1, ?, ?, ?)",
+                    (group, pid, offset, deadline, receipt, priority, key),
+                )
+            _, ts, value, meta = record
+            out.append(Leased(partition, offset, ts, value, meta, deliveries + 1, receipt, deadline))
+        # Parked records wait in queue_state (until due, or for their turn by
+        # priority); the insert trigger moves the cursor past them.
+        if plan.parks:
+            db.executemany(
+                "INSERT INTO queue_state(grp, pid, offset, due, deliveries, receipt, priority, okey) "
+                "VALUES (?, ?, ?, ?, 0, NULL, ?, ?)",
+                [
+                    (group, pids[partition], offset, due, priority, key)
+                    for partition, offset, due, priority, key in plan.parks
+                ],
+            )
+        next_due = None
+        if len(out) < plan.limit:
+            for pid in pids:
+                row = db.execute(
+                    "SELECT min(due) FROM queue_state WHERE grp = ? AND pid = ? AND due > ?",
+                    (group, pid, plan.now),
+                ).fetchone()
+                if row[0] is not None and (next_due is None or row[0] < next_due):
+                    next_due = row[0]
+        return out, next_due

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import UnknownGroup
 from .. import upkeep
-from ..base import DueOf, Pending, PriorityOf, Row, Waiting
+from ..base import LeasePolicy, Pending, Row, Waiting
 from ..dialect import SQLITE
 from .base import SQLiteBase
 from .queues import OFFSET_BITS, SQLiteQueues
@@ -19,24 +19,15 @@ class SQLiteUpkeep(SQLiteBase):
 
         def read(self, topic: str, partition: int, after: int, limit: int) -> list[Row]: ...
 
-    def queue_peek(
-        self, group: str, topic: str, now: int, limit: int, due_of: DueOf, priority_of: PriorityOf
-    ) -> list[Waiting]:
+    def queue_peek(self, group: str, topic: str, policy: LeasePolicy, now: int, limit: int) -> list[Waiting]:
         topic_id, pids = self._all_pids(topic)
         with self._read() as conn:
             if not upkeep.group_exists(conn, SQLITE, group, topic_id):
                 raise UnknownGroup(f"queue group {group!r} does not exist on topic {topic!r}")
             state = upkeep.state_rows(conn, SQLITE, group, pids, now, limit)
             scanned = upkeep.cursors(conn, SQLITE, group, pids)
-        return upkeep.peek(
-            state,
-            scanned,
-            pids,
-            lambda partition, after, n: self.read(topic, partition, after, n),
-            now,
-            limit,
-            due_of,
-            priority_of,
+        return policy.peek(
+            state, scanned, lambda partition, after, n: self.read(topic, partition, after, n), now, limit
         )
 
     def queue_in_flight(self, group: str, topic: str, now: int, limit: int) -> list[Pending]:
