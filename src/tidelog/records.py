@@ -176,6 +176,13 @@ def encode_meta(
     return bytes(out)
 
 
+def key_meta_prefix(n: int) -> bytes:
+    """What `encode_meta(None, key, None, None)` puts before a key of `n`
+    bytes: a front that makes a meta for every record of a batch (Kafka's
+    produce) looks these up by the key's length and appends the key."""
+    return bytes((F_KEY,)) + _U32.pack(n)
+
+
 def meta_key(meta: bytes | None) -> bytes | None:
     """The key alone from a meta blob (a receive ordered by key asks for it per record)."""
     if meta is None or not meta[0] & F_KEY:

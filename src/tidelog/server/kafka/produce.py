@@ -32,8 +32,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ...errors import InvalidValue, TidelogError
-from ...records import NewRecord, Prepared
+from ...errors import TidelogError
+from ...records import Prepared
 from .batches import HEAD_SIZE, LOG_APPEND_TIME, Batch, CorruptBatch, UnsupportedCodec, read_batches
 from .broker import Broker, Session
 from .codes import error_code
@@ -51,30 +51,23 @@ class Refused(Exception):
 
 
 def _runs(topic: str, partition: int, batch: Batch, broker: Broker) -> list[Prepared]:
-    """A batch as Prepared runs of records that share a timestamp (a Prepared has one)."""
+    """A batch as Prepared runs of records that share a timestamp (a
+    Prepared has one); most batches are one run, written as they were decoded."""
     producer = broker.producer
+    values, metas, runs = batch.records
+    if not values:
+        return []
+    # The producer's clock (CreateTime), or the log's for LogAppendTime and a record with none.
     append_time = batch.attributes & LOG_APPEND_TIME
+    if len(runs) == 1:
+        ts: int | None = None if append_time or runs[0][1] < 0 else runs[0][1]
+        return [producer.prepare_stored(topic, partition, values, metas, ts)]
     out: list[Prepared] = []
-    run: list[NewRecord] = []
-    run_ts: int | None = None
-    for record in batch.records:
-        ts: int | None = None if append_time or record.timestamp < 0 else record.timestamp
-        if run and ts != run_ts:
-            out.append(producer.prepare(topic, run, partition=partition, timestamp=run_ts))
-            run = []
-        run_ts = ts
-        headers = None
-        if record.headers:
-            try:
-                headers = [
-                    (name.decode() if name is not None else "", value or b"")
-                    for name, value in record.headers
-                ]
-            except UnicodeDecodeError:
-                raise InvalidValue("a header name is not UTF-8 text") from None
-        run.append(NewRecord(record.value, record.key, headers))
-    if run:
-        out.append(producer.prepare(topic, run, partition=partition, timestamp=run_ts))
+    ends = [i for i, _ in runs[1:]] + [len(values)]
+    for (i, stamp), j in zip(runs, ends):
+        ts = None if append_time or stamp < 0 else stamp
+        part = None if metas is None else metas[i:j]
+        out.append(producer.prepare_stored(topic, partition, values[i:j], part, ts))
     return out
 
 
@@ -84,7 +77,7 @@ def _prepare(broker: Broker, topic: str, partition: int, data: bytes | None) -> 
         batches = read_batches(data or b"", broker.limits.max_request)
         if not batches:
             raise Refused(ErrorCode.corrupt_message, "a produce with no record batch")
-        return [p for batch in batches if batch.records for p in _runs(topic, partition, batch, broker)]
+        return [p for batch in batches for p in _runs(topic, partition, batch, broker)]
     except CorruptBatch as e:
         raise Refused(ErrorCode.corrupt_message, str(e)) from None
     except UnsupportedCodec as e:

@@ -1,0 +1,82 @@
+"""Kafka record batches as a Produce request brings them, decoded straight into
+tidelog's stored form (batches.py): the same values and metas as the core's
+own encoding makes of the same records, the runs of one timestamp where they
+change, and bad bytes refused. No server: the decoder alone."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from crc32c import crc32c
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidelog.errors import InvalidValue
+from tidelog.records import encode_headers, encode_meta, encode_value
+from tidelog.server.kafka.batches import CorruptBatch, read_batches, write_batch
+
+BASE_TS = 1_700_000_000_000
+
+# Lengths on both sides of the inline varint reads (1 byte below 64, 2 below
+# 8192) and of the looked-up key metas (below 256).
+sizes = st.sampled_from([0, 1, 63, 64, 200, 255, 256, 300, 8191, 8192, 9000])
+payloads = st.one_of(st.none(), sizes.map(lambda n: bytes(range(256)) * (n // 256) + bytes(n % 256)))
+names = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=8).filter(
+    lambda s: not s.startswith("tidelog-")
+)
+headers = st.lists(st.tuples(names, st.binary(max_size=20)), max_size=3)
+# Timestamp deltas that repeat (runs), grow past one varint byte, and go back.
+deltas = st.sampled_from([0, 0, 0, 1, 2, 70, 10_000, -5])
+records = st.lists(st.tuples(payloads, payloads, headers, deltas), min_size=1, max_size=40)
+
+
+def expected(rows):
+    values = [encode_value(value)[0] for _, value, _, _ in rows]
+    metas = [encode_meta(None, key, encode_headers(h), None) for key, _, h, _ in rows]
+    runs = []
+    for i, (_, _, _, delta) in enumerate(rows):
+        if not runs or runs[-1][1] != BASE_TS + delta:
+            runs.append((i, BASE_TS + delta))
+    return values, (metas if any(m is not None for m in metas) else None), runs
+
+
+@settings(max_examples=150, deadline=None)
+@given(records)
+def test_a_batch_decodes_to_what_the_core_encodes(rows):
+    data = write_batch([(i, BASE_TS + delta, key, value, h) for i, (key, value, h, delta) in enumerate(rows)])
+    (batch,) = read_batches(data, 1 << 20)
+    assert tuple(batch.records) == expected(rows)
+
+
+def test_two_batches_of_one_request_and_a_tombstone():
+    data = write_batch([(0, BASE_TS, b"k", b"v", [])]) + write_batch([(1, BASE_TS, b"gone", None, [])])
+    first, second = read_batches(data, 1 << 20)
+    assert first.records.values == [b"v"] and second.records.values == ["null"]  # JSON null
+    assert second.records.metas == [encode_meta(None, b"gone", None, None)]
+
+
+def test_records_cut_short_or_padded_are_corrupt():
+    whole = write_batch([(0, BASE_TS, b"key", b"value", [("h", b"1")])])
+    body = whole[61:]
+    # Length, attributes, timestamp delta, offset delta, then the key's length (byte 4).
+    long_key = body[:4] + b"\x7e" + body[5:]
+    for bad in (body[:-1], body + b"\0", long_key, body[:4] + b"\x03" + body[5:]):
+        # A batch whose CRC is right for the bad records: only their layout is wrong.
+        with pytest.raises(CorruptBatch):
+            read_batches(rebatch(whole, bad), 1 << 20)
+
+
+def test_a_queue_header_out_of_range_is_refused_as_any_front_refuses_it():
+    data = write_batch([(0, BASE_TS, None, b"v", [("tidelog-priority", b"not a number")])])
+    with pytest.raises(InvalidValue):
+        read_batches(data, 1 << 20)
+
+
+def rebatch(whole: bytes, body: bytes) -> bytes:
+    """`whole`'s header over other record bytes, its length and CRC made right."""
+    head = bytearray(whole[:61])
+    struct.pack_into(">i", head, 8, 61 - 12 + len(body))
+    payload = bytes(head[21:]) + body
+    struct.pack_into(">I", head, 17, crc32c(payload))
+    return bytes(head) + body
