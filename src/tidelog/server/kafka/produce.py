@@ -37,7 +37,7 @@ from ...records import Prepared
 from .batches import HEAD_SIZE, LOG_APPEND_TIME, Batch, CorruptBatch, UnsupportedCodec, read_batches
 from .broker import Broker, Session
 from .codes import error_code
-from .wire import Request
+from .wire import Request, respond_numbers
 
 _PRODUCER = struct.Struct(">qhi")  # a batch's producer id, epoch and base sequence, at byte 43
 
@@ -98,7 +98,7 @@ def _idempotent_id(topic: str, partition: int, data: bytes | None) -> str | None
     return f"kafka:{producer_id}:{epoch}:{partition}:{sequence}:{topic}"
 
 
-async def produce(session: Session, request: Request) -> dict[str, Any] | None:
+async def produce(session: Session, request: Request) -> dict[str, Any] | bytes | None:
     """Decoding runs in the writer's jobs, on its thread and in the order the
     requests came: a connection's produce requests are taken in while earlier
     ones commit (server.py) and still land in the order they were sent."""
@@ -165,9 +165,27 @@ async def produce(session: Session, request: Request) -> dict[str, Any] | None:
             results[key] = _answer(key[1], ErrorCode.none, outcome[0].first_offset - 1, None)
     if acks == 0:
         return None  # Kafka answers nothing to acks=0
+    answers = [results[key] for key in order]
+    if all(a["error_code"] == ErrorCode.none for a in answers):
+        # The usual answer: the same shape as the last, other base offsets.
+        return respond_numbers(
+            request,
+            tuple(order),
+            functools.partial(_response, order, answers),
+            [a["base_offset"] for a in answers],
+        )
+    return _response(order, answers)
+
+
+def _response(
+    order: list[tuple[str, int]], answers: list[dict[str, Any]], base_offsets: list[int] | None = None
+) -> dict[str, Any]:
+    """The response's values: each partition's answer (with these base offsets when given), by topic."""
     topics: dict[str, list[dict[str, Any]]] = {}
-    for name, index in order:
-        topics.setdefault(name, []).append(results[(name, index)])
+    for i, ((name, _), answer) in enumerate(zip(order, answers)):
+        if base_offsets is not None:
+            answer = {**answer, "base_offset": base_offsets[i]}
+        topics.setdefault(name, []).append(answer)
     return {
         "responses": [{"name": name, "partition_responses": parts} for name, parts in topics.items()],
         "throttle_time": 0,

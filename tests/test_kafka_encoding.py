@@ -1,7 +1,9 @@
-"""Kafka record batches as a Produce request brings them, decoded straight into
-tidelog's stored form (batches.py): the same values and metas as the core's
-own encoding makes of the same records, the runs of one timestamp where they
-change, and bad bytes refused. No server: the decoder alone."""
+"""The Kafka listener's own encodings, without a server: record batches as a
+Produce request brings them, decoded straight into tidelog's stored form
+(batches.py: the same values and metas as the core's own encoding makes of
+the same records, the runs of one timestamp where they change, bad bytes
+refused), and responses written once a shape and patched (wire.py: the same
+bytes as kio writes)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ from hypothesis import strategies as st
 
 from tidelog.errors import InvalidValue
 from tidelog.records import encode_headers, encode_meta, encode_value
+from tidelog.server.kafka import produce, wire
 from tidelog.server.kafka.batches import CorruptBatch, read_batches, write_batch
+from tidelog.server.kafka.wire import APIS, Request, respond, respond_numbers
 
 BASE_TS = 1_700_000_000_000
 
@@ -80,3 +84,15 @@ def rebatch(whole: bytes, body: bytes) -> bytes:
     payload = bytes(head[21:]) + body
     struct.pack_into(">I", head, 17, crc32c(payload))
     return bytes(head) + body
+
+
+@pytest.mark.parametrize("version", range(APIS[0][1], APIS[0][2] + 1))
+@pytest.mark.parametrize("order", [[("a", 0)], [("a", 0), ("a", 2), ("b.x-y_z", 1)]])
+def test_a_produce_answer_patched_is_the_answer_kio_writes(version, order):
+    answers = [produce._answer(index, 0, -1, None) for _, index in order]
+    for correlation_id, first in ((7, 0), (8, 1 << 40), (-1, 123)):
+        offsets = [first + 1000 * i for i in range(len(order))]
+        request = Request(0, version, correlation_id, "client", None)
+        make = lambda numbers: produce._response(order, answers, numbers)  # noqa: E731
+        assert respond_numbers(request, tuple(order), make, offsets) == respond(request, make(offsets))
+    assert wire._SHAPES[(0, version, tuple(order))] is not None  # patched, not written by kio each time
