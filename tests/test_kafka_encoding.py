@@ -2,8 +2,9 @@
 Produce request brings them, decoded straight into tidelog's stored form
 (batches.py: the same values and metas as the core's own encoding makes of
 the same records, the runs of one timestamp where they change, bad bytes
-refused), and responses written once a shape and patched (wire.py: the same
-bytes as kio writes)."""
+refused), responses written once a shape and patched (wire.py: the same
+bytes as kio writes), and the batches as sent that a SQLite store keeps
+beside their records and hands back only while those are all there."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tidelog
 from tidelog.errors import InvalidValue
-from tidelog.records import encode_headers, encode_meta, encode_value
+from tidelog.records import Prepared, encode_headers, encode_meta, encode_value
 from tidelog.server.kafka import produce, wire
 from tidelog.server.kafka.batches import CorruptBatch, read_batches, write_batch
 from tidelog.server.kafka.wire import APIS, Request, respond, respond_numbers
+from tidelog.store.base import KeepsWireBatches, WireBatch
 
 BASE_TS = 1_700_000_000_000
 
@@ -42,7 +45,7 @@ def expected(rows):
     for i, (_, _, _, delta) in enumerate(rows):
         if not runs or runs[-1][1] != BASE_TS + delta:
             runs.append((i, BASE_TS + delta))
-    return values, (metas if any(m is not None for m in metas) else None), runs
+    return values, (metas if any(m is not None for m in metas) else None), runs, True
 
 
 @settings(max_examples=150, deadline=None)
@@ -96,3 +99,27 @@ def test_a_produce_answer_patched_is_the_answer_kio_writes(version, order):
         make = lambda numbers: produce._response(order, answers, numbers)  # noqa: E731
         assert respond_numbers(request, tuple(order), make, offsets) == respond(request, make(offsets))
     assert wire._SHAPES[(0, version, tuple(order))] is not None  # patched, not written by kio each time
+
+
+def test_kept_wire_batches_are_handed_back_while_their_records_are_all_there(tmp_path):
+    with tidelog.open(str(tmp_path / "wire.db")) as log:
+        store = log.store
+        assert isinstance(store, KeepsWireBatches)
+        log.create_topic("t", 1)
+        a, b = WireBatch(5, b"A" * 50), WireBatch(4, b"B" * 40)
+        log.write([Prepared("t", 0, [b"p"] * 3, None)])  # 1..3: no batch kept
+        # 4..8: a client's batch written as two runs of one timestamp, kept on the last.
+        log.write([Prepared("t", 0, [b"a"] * 2, None, 1), Prepared("t", 0, [b"a"] * 3, None, 2, a)])
+        log.write([Prepared("t", 0, [b"b"] * 4, None, 3, b)])  # 9..12
+        assert store.wire_batches("t", 0, 3, 12, 1 << 20) == [(4, 8, a.data), (9, 12, b.data)]
+        assert store.wire_batches("t", 0, 5, 12, 1 << 20) == [(4, 8, a.data), (9, 12, b.data)]  # from within
+        assert store.wire_batches("t", 0, 8, 12, 1 << 20) == [(9, 12, b.data)]
+        assert store.wire_batches("t", 0, 2, 12, 1 << 20) == []  # offset 3 is in none
+        assert store.wire_batches("t", 0, 3, 11, 1 << 20) == [(4, 8, a.data)]  # past the high mark
+        assert store.wire_batches("t", 0, 3, 12, 89) == [(4, 8, a.data)]  # past the byte limit
+        assert store.wire_batches("t", 0, 3, 12, 1) == [(4, 8, a.data)]  # the first whatever its size
+        store.delete_offsets("t", 0, [6])  # compaction took a record of the first
+        assert store.wire_batches("t", 0, 3, 12, 1 << 20) == []
+        assert store.wire_batches("t", 0, 8, 12, 1 << 20) == [(9, 12, b.data)]
+        log.delete_before("t", 0, 11)  # retention took the start of the second
+        assert store.wire_batches("t", 0, 10, 12, 1 << 20) == []

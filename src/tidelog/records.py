@@ -25,7 +25,7 @@ from typing import Any, NamedTuple, overload
 
 from .bounds import QUEUE_HEADERS, check_queue_header
 from .errors import InvalidValue
-from .store.base import Row
+from .store.base import Row, WireBatch
 
 # Format marker: a str value is JSON unless the record says it is plain text.
 FMT_TEXT = 1
@@ -365,6 +365,7 @@ class Prepared(NamedTuple):
     values: list[bytes | str]
     metas: list[bytes | None] | None
     timestamp: int | None = None  # ms since epoch; None: the log's clock at write
+    wire: WireBatch | None = None  # the bytes a client sent them in, for a store that keeps them
 
 
 class Sent(NamedTuple):

@@ -50,14 +50,27 @@ class Usage(NamedTuple):
     in_flight: int | None  # the lowest offset any queue group holds in progress
 
 
+class WireBatch(NamedTuple):
+    """The bytes a client sent records in (a Kafka record batch), to keep
+    beside them: `records` records, the last of them the last of the batch
+    it rides on (a client's batch may be written as several batches of
+    one timestamp each, all in one transaction)."""
+
+    records: int
+    data: bytes
+
+
 class AppendBatch(NamedTuple):
-    """Records for one partition, encoded as `tidelog.records` does."""
+    """Records for one partition, encoded as `tidelog.records` does; a store
+    that keeps wire batches (`KeepsWireBatches`) keeps `wire` beside them,
+    the others ignore it."""
 
     topic: str
     partition: int
     timestamp: int
     values: Sequence[bytes | str]
     metas: Sequence[bytes | None] | None = None
+    wire: WireBatch | None = None
 
 
 class Leased(NamedTuple):
@@ -913,6 +926,21 @@ class ReadsInto(Protocol):
         self, make: Callable[[Row], RowT], topic: str, partition: int, after: int, limit: int
     ) -> list[RowT]:
         """`read`, each row passed through `make`."""
+
+
+@runtime_checkable
+class KeepsWireBatches(Protocol):
+    """A store that keeps the wire batches appends carry (`AppendBatch.wire`)
+    and hands back those whose records are all still there. SQLite."""
+
+    def wire_batches(
+        self, topic: str, partition: int, after: int, high: int, max_bytes: int
+    ) -> list[tuple[int, int, bytes]]:
+        """(first offset, last offset, bytes) of the wire batches from the one
+        holding offset `after` + 1 on, while each starts where the one before
+        it ended, ends at `high` at most, and their bytes fit `max_bytes` (the
+        first whatever its size); only batches whose every record is still
+        in the partition. [] when no batch holds `after` + 1."""
 
 
 @runtime_checkable

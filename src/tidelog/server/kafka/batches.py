@@ -39,6 +39,7 @@ _LENGTH_FROM = 12  # the batch length counts the bytes after it
 _CRC = struct.Struct(">I")
 _CRC_AT = 17
 
+CODEC = 0x07  # the attributes' bits that name the codec
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODECS = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
 TRANSACTIONAL = 0x10
@@ -62,6 +63,9 @@ class Records(NamedTuple):
     values: list[bytes | str]  # a null value (a tombstone) as JSON null, as encode_value(None) makes it
     metas: list[bytes | None] | None  # key and headers (records.encode_meta); None when no record has one
     runs: list[tuple[int, int]]  # (first index, timestamp) of each run of records that share a timestamp
+    # Whether the records read back are these bytes again (not so for a
+    # header with a null name or value, which tidelog keeps as empty).
+    exact: bool
 
 
 class Batch(NamedTuple):
@@ -74,6 +78,7 @@ class Batch(NamedTuple):
     producer_epoch: int
     base_sequence: int
     records: Records
+    data: memoryview  # the batch's bytes, as the client sent them
 
 
 def read_batches(data: bytes, max_bytes: int) -> list[Batch]:
@@ -102,14 +107,13 @@ def read_batches(data: bytes, max_bytes: int) -> list[Batch]:
             raise CorruptBatch("record batch CRC mismatch")
         if count < 0:
             raise CorruptBatch(f"a batch of {count} records")
-        codec = attributes & 0x07
+        codec = attributes & CODEC
         if codec == NONE:
             body = bytes(view[at + HEAD_SIZE : end])
         else:
             body = decompress(codec, view[at + HEAD_SIZE : end], max_bytes)
-        batches.append(
-            Batch(attributes, base_ts, max_ts, pid, epoch, base_seq, _read_records(body, count, base_ts))
-        )
+        records = _read_records(body, count, base_ts)
+        batches.append(Batch(attributes, base_ts, max_ts, pid, epoch, base_seq, records, view[at:end]))
         at = end
     return batches
 
@@ -191,6 +195,7 @@ def _read_records(body: bytes, count: int, base_ts: int) -> Records:
     varint = read_signed_varint
     run_ts = None
     keyed = False
+    exact = True
     at = 0
     try:
         for i in range(count):
@@ -241,8 +246,9 @@ def _read_records(body: bytes, count: int, base_ts: int) -> Records:
             else:
                 add_value(TOMBSTONE)
             if body[at]:  # headers
-                at = _headers(body, at, stop, key, add_meta)
+                at, same = _headers(body, at, stop, key, add_meta)
                 keyed = True
+                exact = exact and same
             elif key is None:
                 at += 1
                 add_meta(None)
@@ -258,30 +264,32 @@ def _read_records(body: bytes, count: int, base_ts: int) -> Records:
         raise CorruptBatch(f"a record does not decode: {e}") from None
     if at != len(body):
         raise CorruptBatch(f"{len(body) - at} bytes follow the batch's {count} records")
-    return Records(values, metas if keyed else None, runs)
+    return Records(values, metas if keyed else None, runs, exact)
 
 
 def _headers(
     body: bytes, at: int, stop: int, key: bytes | None, add_meta: Callable[[bytes | None], None]
-) -> int:
+) -> tuple[int, bool]:
     """A record's headers (from its header count at `at`) into its meta, as
     any front's would be (`encode_headers`: a queue's own headers checked);
     a null name is empty text and a null value empty bytes. Returns where
-    the record's fields end."""
+    the record's fields end, and whether no name or value was null."""
     count, n = read_signed_varint(body, at)
     at += n
     if count < 0 or count > stop - at:
         raise CorruptBatch(f"a record announces {count} headers")
     pairs = []
+    exact = True
     for _ in range(count):
         name, at = _bytes(body, at, stop)
         data, at = _bytes(body, at, stop)
+        exact = exact and name is not None and data is not None
         try:
             pairs.append(("" if name is None else name.decode(), data or b""))
         except UnicodeDecodeError:
             raise InvalidValue("a header name is not UTF-8 text") from None
     add_meta(encode_meta(None, key, encode_headers(pairs), None))
-    return at
+    return at, exact
 
 
 def _bytes(body: bytes, at: int, stop: int) -> tuple[bytes | None, int]:

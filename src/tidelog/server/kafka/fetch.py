@@ -14,6 +14,11 @@ go out as one uncompressed batch a partition, at least one record even
 past the byte limits (KIP-74), so a large record never stalls a consumer;
 the limits count the batch's bytes on the wire, as Kafka's do.
 
+Records a Kafka producer sent in a compressed batch go out in that batch,
+as Kafka serves them, where the store kept it (SQLite: `KeepsWireBatches`)
+and every record of it is still there (compaction and retention end
+that): no record is read or encoded again, and the consumer decompresses.
+
 A consumer that is behind asks for the next range as soon as it has taken
 one in, so a fetch that stopped at its byte limit starts reading the next
 range of those partitions on a thread as it answers (a read-ahead): the
@@ -30,6 +35,7 @@ not kept (session id 0: the client sends its whole fetch each time).
 
 from __future__ import annotations
 
+import struct
 import time
 from typing import Any, NamedTuple
 
@@ -38,7 +44,7 @@ from kio.schema.errors import ErrorCode
 from ...errors import OffsetOutOfRange, TidelogError, UnknownTopic
 from ...log import Log, read_rows
 from ...records import decode_meta
-from ...store.base import PartitionOffsets
+from ...store.base import KeepsWireBatches, PartitionOffsets
 from .batches import HEAD_SIZE, RowBatch
 from .broker import Broker, Session
 from .codes import error_code
@@ -104,7 +110,13 @@ def read_chunk(
     log: Log, topic: str, partition: int, after: int, high: int, budget: int, first: bool
 ) -> Chunk | None:
     """The records after `after` (up to `high`) that fit `budget` bytes, as
-    one batch; at least one when `first` (KIP-74). None when there are none."""
+    one batch; at least one when `first` (KIP-74). None when there are none.
+    Where the store kept the batches producers sent them in, those batches
+    as they came instead (`wire_chunk`)."""
+    if isinstance(log.store, KeepsWireBatches):
+        chunk = wire_chunk(log.store, topic, partition, after, high, budget, first)
+        if chunk is not None:
+            return chunk
     batch = RowBatch(decode_meta)
     want = max(1, min(FIRST_READ_ROWS, budget // SMALL_RECORD))
     more = False
@@ -126,6 +138,36 @@ def read_chunk(
     if not batch.count:
         return None
     return Chunk(batch.finish(), batch.size, batch.last_offset, more)
+
+
+def wire_chunk(
+    store: KeepsWireBatches, topic: str, partition: int, after: int, high: int, budget: int, first: bool
+) -> Chunk | None:
+    """The batches producers sent from the one holding offset `after` + 1 on,
+    as Kafka serves them: each as it came (compressed, its producer's ids
+    and timestamps), but its base offset (tidelog's offset - 1) and leader
+    epoch, which its CRC does not cover. The first batch may begin before
+    `after` + 1: a Kafka client skips what it did not ask for. None when
+    no kept batch holds `after` + 1, or the first does not fit `budget`."""
+    kept = store.wire_batches(topic, partition, after, high, budget)
+    if not kept:
+        return None
+    size = sum(len(data) for _, _, data in kept)
+    if size > budget and not first:
+        return None
+    out = bytearray().join(data for _, _, data in kept)
+    at = 0
+    for first_offset, _, data in kept:
+        _BASE.pack_into(out, at, first_offset - 1)
+        _EPOCH.pack_into(out, at + _EPOCH_AT, 0)
+        at += len(data)
+    last = kept[-1][1]
+    return Chunk(out, size, last, last < high)
+
+
+_BASE = struct.Struct(">q")
+_EPOCH = struct.Struct(">i")
+_EPOCH_AT = 12  # after the base offset (8) and the batch length (4)
 
 
 def _read(broker: Broker, asked: list[_Partition], max_bytes: int, ready: dict[Any, Ahead | None]) -> int:

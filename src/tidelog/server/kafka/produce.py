@@ -11,7 +11,9 @@ thread, in its job; those that pass are committed together (one transaction
 with the produce requests of every connection waiting), so `acks=1` and
 `acks=all` are answered after the commit, and a partition refused (a bad
 CRC, a missing topic with auto-create off, a record over max.message.bytes)
-writes nothing and gets its own error code.
+writes nothing and gets its own error code. A compressed batch whose
+records read back as they came is kept beside them where the store can
+(the batch's last records carry it: `Prepared.wire`), for fetch.py.
 
 Idempotent producers (`enable.idempotence`): InitProducerId hands out a
 random 62-bit producer id (no store state, so any broker of the cluster may
@@ -34,7 +36,17 @@ from kio.schema.errors import ErrorCode
 
 from ...errors import TidelogError
 from ...records import Prepared
-from .batches import HEAD_SIZE, LOG_APPEND_TIME, Batch, CorruptBatch, UnsupportedCodec, read_batches
+from ...store.base import WireBatch
+from .batches import (
+    CODEC,
+    CONTROL,
+    HEAD_SIZE,
+    LOG_APPEND_TIME,
+    Batch,
+    CorruptBatch,
+    UnsupportedCodec,
+    read_batches,
+)
 from .broker import Broker, Session
 from .codes import error_code
 from .wire import Request, respond_numbers
@@ -52,22 +64,32 @@ class Refused(Exception):
 
 def _runs(topic: str, partition: int, batch: Batch, broker: Broker) -> list[Prepared]:
     """A batch as Prepared runs of records that share a timestamp (a
-    Prepared has one); most batches are one run, written as they were decoded."""
+    Prepared has one); most batches are one run, written as they were decoded.
+    A compressed batch whose records read back as they came rides on the
+    last run, for a store that keeps wire batches (fetch.py serves them)."""
     producer = broker.producer
-    values, metas, runs = batch.records
+    values, metas, runs, exact = batch.records
     if not values:
         return []
     # The producer's clock (CreateTime), or the log's for LogAppendTime and a record with none.
     append_time = batch.attributes & LOG_APPEND_TIME
-    if len(runs) == 1:
-        ts: int | None = None if append_time or runs[0][1] < 0 else runs[0][1]
-        return [producer.prepare_stored(topic, partition, values, metas, ts)]
     out: list[Prepared] = []
     ends = [i for i, _ in runs[1:]] + [len(values)]
     for (i, stamp), j in zip(runs, ends):
         ts = None if append_time or stamp < 0 else stamp
-        part = None if metas is None else metas[i:j]
-        out.append(producer.prepare_stored(topic, partition, values[i:j], part, ts))
+        if len(runs) == 1:
+            out.append(producer.prepare_stored(topic, partition, values, metas, ts))
+        else:
+            part = None if metas is None else metas[i:j]
+            out.append(producer.prepare_stored(topic, partition, values[i:j], part, ts))
+    if (
+        broker.keeps_wire
+        and exact
+        and batch.attributes & CODEC
+        and not batch.attributes & (LOG_APPEND_TIME | CONTROL)
+        and all(stamp >= 0 for _, stamp in runs)
+    ):
+        out[-1] = out[-1]._replace(wire=WireBatch(len(values), bytes(batch.data)))
     return out
 
 
