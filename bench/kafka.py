@@ -11,7 +11,7 @@ Records are 100-byte values with a 10-byte key. The writes and then the
 reads are measured `--rounds` times, taking turns (core, Kafka, and the
 `--before` server's Kafka), so that each sees the same load; the medians are
 compared. Each write goes to a new file; the reads read the first round's
-files, from the page cache. The server's CPU time (user
+files, from the page cache, each server the file it was sent. The server's CPU time (user
 + system, from /proc) over each Kafka phase is divided by the records to
 give its CPU a record; the core's is this process's. Prints figures and
 ratios, never passes or fails.
@@ -20,8 +20,8 @@ ratios, never passes or fails.
 
 `--before DIR` also runs a server from another source tree (a `src`
 directory, e.g. `git archive main src | tar -x -C /tmp/before`, then
-`--before /tmp/before/src`), producing to a file of its own and reading the
-same file as this tree's, measured the same way in the same run.
+`--before /tmp/before/src`), producing to a file of its own and reading it back,
+measured the same way in the same run.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from tidelog.records import NewRecord
 
 VALUE = b"x" * 100
 BATCH = 100
+STALL_S = 30
 
 
 def free_port() -> int:
@@ -166,10 +167,16 @@ def fetch(bootstrap: str, pid: int, records: int) -> tuple[float, float]:
         cpu = cpu_seconds(pid)
         start = time.perf_counter()
         got = 0
+        stalled = time.monotonic() + STALL_S
         while got < records:
             for msg in consumer.consume(10_000, 1.0):
                 if msg.error() is None:
                     got += 1
+                    stalled = time.monotonic() + STALL_S
+            if time.monotonic() > stalled:
+                raise RuntimeError(
+                    f"the consumer got {got} of {records} records, then nothing for {STALL_S} s"
+                )
         return records / (time.perf_counter() - start), (cpu_seconds(pid) - cpu) / records
     finally:
         consumer.close()
@@ -190,25 +197,25 @@ def main() -> None:
     kinds = ["kafka"] + (["before"] if args.before else [])
     writes: dict[str, list[tuple[float, float]]] = {"core": [], **{k: [] for k in kinds}}
     reads: dict[str, list[tuple[float, float]]] = {"core": [], **{k: [] for k in kinds}}
+    source = {"kafka": None, "before": args.before}
     with tempfile.TemporaryDirectory() as tmp:
-        core_path, kafka_path = os.path.join(tmp, "core.db"), os.path.join(tmp, "kafka.db")
         # Writes take turns too, each to a new file; the reads then read
-        # the first round's files (the Kafka one written by this tree).
+        # the first round's files, each server the one it was sent (a tree
+        # keeps what it keeps: this one the batches as produced too).
         for i in range(args.rounds):
-            path = core_path if i == 0 else os.path.join(tmp, f"core-{i}.db")
+            path = os.path.join(tmp, f"core-{i}.db")
             writes["core"].append(core_write(path, records))
             for kind in kinds:
-                path = kafka_path if i == 0 and kind == "kafka" else os.path.join(tmp, f"{kind}-{i}.db")
-                with serve(path, args.before if kind == "before" else None) as (bootstrap, pid):
+                with serve(os.path.join(tmp, f"{kind}-{i}.db"), source[kind]) as (bootstrap, pid):
                     writes[kind].append(produce(bootstrap, pid, records))
-                if path != kafka_path:
-                    remove_db(path)
+                if i:
+                    remove_db(os.path.join(tmp, f"{kind}-{i}.db"))
             if i:
-                remove_db(os.path.join(tmp, f"core-{i}.db"))
+                remove_db(path)
         for _ in range(args.rounds):
-            reads["core"].append(core_read(core_path, records))
+            reads["core"].append(core_read(os.path.join(tmp, "core-0.db"), records))
             for kind in kinds:
-                with serve(kafka_path, args.before if kind == "before" else None) as (bootstrap, pid):
+                with serve(os.path.join(tmp, f"{kind}-0.db"), source[kind]) as (bootstrap, pid):
                     reads[kind].append(fetch(bootstrap, pid, records))
     load_after = os.getloadavg()
     print(
