@@ -169,6 +169,7 @@ def _unsnappy(data: bytes, max_bytes: int) -> bytes:
     return bytes(out)
 
 
+_ZIGZAG = [(b >> 1) ^ -(b & 1) for b in range(0x80)]  # a one-byte varint's value, by the byte
 TOMBSTONE = encode_value(None)[0]  # how a null value is stored: JSON null
 # The meta of a record with a key and no headers is a prefix (by the key's
 # length) and the key: looked up for the usual key lengths.
@@ -193,6 +194,7 @@ def _read_records(body: bytes, count: int, base_ts: int) -> Records:
     add_meta = metas.append
     key_meta = _KEY_META
     varint = read_signed_varint
+    zigzag = _ZIGZAG
     run_ts = None
     keyed = False
     exact = True
@@ -201,7 +203,7 @@ def _read_records(body: bytes, count: int, base_ts: int) -> Records:
         for i in range(count):
             b = body[at]
             if b < 0x80:
-                length, at = (b >> 1) ^ -(b & 1), at + 1
+                length, at = zigzag[b], at + 1
             elif body[at + 1] < 0x80:
                 z = (b & 0x7F) | (body[at + 1] << 7)
                 length, at = (z >> 1) ^ -(z & 1), at + 2
@@ -213,17 +215,23 @@ def _read_records(body: bytes, count: int, base_ts: int) -> Records:
             stop = at + length
             b = body[at + 1]  # after the record's attributes (unused)
             if b < 0x80:
-                ts, at = base_ts + ((b >> 1) ^ -(b & 1)), at + 2
+                ts, at = base_ts + zigzag[b], at + 2
             else:
                 delta, n = read_signed_varlong(body, at + 1)
                 ts, at = base_ts + delta, at + 1 + n
             if ts != run_ts:
                 runs.append((i, ts))
                 run_ts = ts
-            at += 1 if body[at] < 0x80 else varint(body, at)[1]  # offset delta: offsets are ours
+            # The offset delta: offsets are ours to give.
+            if body[at] < 0x80:
+                at += 1
+            elif body[at + 1] < 0x80:
+                at += 2
+            else:
+                at += varint(body, at)[1]
             b = body[at]
             if b < 0x80:
-                n, at = (b >> 1) ^ -(b & 1), at + 1
+                n, at = zigzag[b], at + 1
             else:
                 n, size = varint(body, at)
                 at += size
@@ -233,7 +241,7 @@ def _read_records(body: bytes, count: int, base_ts: int) -> Records:
                 at += n
             b = body[at]
             if b < 0x80:
-                n, at = (b >> 1) ^ -(b & 1), at + 1
+                n, at = zigzag[b], at + 1
             elif body[at + 1] < 0x80:
                 z = (b & 0x7F) | (body[at + 1] << 7)
                 n, at = (z >> 1) ^ -(z & 1), at + 2
