@@ -28,7 +28,7 @@ TOKEN = "kafka-s3cret"
 WAIT_S = 15
 UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE, OFFSET_OUT_OF_RANGE = 3, 2, 1
 UNSUPPORTED_VERSION, SASL_AUTHENTICATION_FAILED, INVALID_REQUIRED_ACKS = 35, 58, 21
-LZ4 = 3
+LZ4, ZSTD = 3, 4
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -407,3 +407,20 @@ def test_batches_as_produced_are_served_as_they_came_until_their_records_change(
         part = w.call(1, 12, fetch_request("kept", start, 1 << 20)).responses[0].partitions[0]
         assert fetched(part) == [every[1], every[3], every[4], every[5]]
         assert struct.unpack_from(">h", part.records, 21)[0] & 7 == 0
+
+
+def test_a_zstd_batch_goes_only_to_a_client_that_fetches_at_v10_or_later(served):
+    """KIP-110: below Fetch v10 a client cannot read zstd; it gets the records encoded afresh."""
+    with tidelog.open(served.target) as log:
+        log.create_topic("zstd-kept", 1)
+        kept = isinstance(log.store, KeepsWireBatches)
+    producer = ck.Producer(served.client_config(**{"compression.type": "zstd", "linger.ms": 200}))
+    every = [(i, b"v%d" % i + b"." * 200) for i in range(4)]
+    for _, value in every:
+        producer.produce("zstd-kept", value=value, partition=0)
+    assert producer.flush(WAIT_S) == 0
+    with wire(served) as w:
+        for version, codec in ((12, ZSTD if kept else 0), (9, 0)):
+            part = w.call(1, version, fetch_request("zstd-kept", 0, 1 << 20)).responses[0].partitions[0]
+            assert fetched(part) == every
+            assert struct.unpack_from(">h", part.records, 21)[0] & 7 == codec

@@ -102,5 +102,5 @@ class Session:
         self.principal: str | None = None
         self.close_after = False  # close once this request is answered (a SASL failure)
         # The next fetch's reads, started as the last one was answered (fetch.py):
-        # (topic, partition, position, partition max bytes) -> (monotonic start, its future).
-        self.ahead: dict[tuple[str, int, int, int], tuple[float, asyncio.Future[Any]]] = {}
+        # (topic, partition, position, partition max bytes, zstd readable) -> (monotonic start, its future).
+        self.ahead: dict[tuple[str, int, int, int, bool], tuple[float, asyncio.Future[Any]]] = {}

@@ -45,7 +45,7 @@ from ...errors import OffsetOutOfRange, TidelogError, UnknownTopic
 from ...log import Log, read_rows
 from ...records import decode_meta
 from ...store.base import KeepsWireBatches, PartitionOffsets
-from .batches import HEAD_SIZE, RowBatch
+from .batches import CODEC, HEAD_SIZE, ZSTD, RowBatch
 from .broker import Broker, Session
 from .codes import error_code
 from .wire import Request
@@ -107,14 +107,14 @@ class Ahead(NamedTuple):
 
 
 def read_chunk(
-    log: Log, topic: str, partition: int, after: int, high: int, budget: int, first: bool
+    log: Log, topic: str, partition: int, after: int, high: int, budget: int, first: bool, zstd: bool = True
 ) -> Chunk | None:
     """The records after `after` (up to `high`) that fit `budget` bytes, as
     one batch; at least one when `first` (KIP-74). None when there are none.
     Where the store kept the batches producers sent them in, those batches
-    as they came instead (`wire_chunk`)."""
+    as they came instead (`wire_chunk`; zstd ones only when `zstd`)."""
     if isinstance(log.store, KeepsWireBatches):
-        chunk = wire_chunk(log.store, topic, partition, after, high, budget, first)
+        chunk = wire_chunk(log.store, topic, partition, after, high, budget, first, zstd)
         if chunk is not None:
             return chunk
     batch = RowBatch(decode_meta)
@@ -141,15 +141,29 @@ def read_chunk(
 
 
 def wire_chunk(
-    store: KeepsWireBatches, topic: str, partition: int, after: int, high: int, budget: int, first: bool
+    store: KeepsWireBatches,
+    topic: str,
+    partition: int,
+    after: int,
+    high: int,
+    budget: int,
+    first: bool,
+    zstd: bool = True,
 ) -> Chunk | None:
     """The batches producers sent from the one holding offset `after` + 1 on,
     as Kafka serves them: each as it came (compressed, its producer's ids
     and timestamps), but its base offset (tidelog's offset - 1) and leader
     epoch, which its CRC does not cover. The first batch may begin before
     `after` + 1: a Kafka client skips what it did not ask for. None when
-    no kept batch holds `after` + 1, or the first does not fit `budget`."""
+    no kept batch holds `after` + 1, or the first does not fit `budget`.
+    A client that fetches below v10 cannot read zstd (KIP-110): without
+    `zstd`, the batches stop before the first zstd one."""
     kept = store.wire_batches(topic, partition, after, high, budget)
+    if not zstd:
+        for i, (_, _, data) in enumerate(kept):
+            if data[_ATTRIBUTES_AT + 1] & CODEC == ZSTD:
+                kept = kept[:i]
+                break
     if not kept:
         return None
     size = sum(len(data) for _, _, data in kept)
@@ -168,9 +182,13 @@ def wire_chunk(
 _BASE = struct.Struct(">q")
 _EPOCH = struct.Struct(">i")
 _EPOCH_AT = 12  # after the base offset (8) and the batch length (4)
+_ATTRIBUTES_AT = 21  # an i16: the codec is in its low bits
+ZSTD_FETCH = 10  # the first Fetch version whose client reads zstd batches
 
 
-def _read(broker: Broker, asked: list[_Partition], max_bytes: int, ready: dict[Any, Ahead | None]) -> int:
+def _read(
+    broker: Broker, asked: list[_Partition], max_bytes: int, ready: dict[Any, Ahead | None], zstd: bool
+) -> int:
     """On a thread: fill each partition's records, within the byte limits,
     taking what was read ahead where it still holds; returns the bytes read in all."""
     log = broker.log
@@ -200,7 +218,7 @@ def _read(broker: Broker, asked: list[_Partition], max_bytes: int, ready: dict[A
         if p.position == p.high or (budget <= 0 and total):
             continue
         chunk = None
-        ahead = ready.pop((p.topic, p.partition, p.position, p.max_bytes), None)
+        ahead = ready.pop((p.topic, p.partition, p.position, p.max_bytes, zstd), None)
         if ahead is not None and ahead.chunk.size <= budget and ahead.chunk.last <= p.high:
             if p.topic not in created:
                 try:
@@ -211,7 +229,7 @@ def _read(broker: Broker, asked: list[_Partition], max_bytes: int, ready: dict[A
                 chunk = ahead.chunk
         if chunk is None:  # none read ahead, or not for this topic and limits
             try:
-                chunk = read_chunk(log, p.topic, p.partition, p.position, p.high, budget, not total)
+                chunk = read_chunk(log, p.topic, p.partition, p.position, p.high, budget, not total, zstd)
             except OffsetOutOfRange:  # retention removed them under us
                 p.code = ErrorCode.offset_out_of_range
                 continue
@@ -224,19 +242,19 @@ def _read(broker: Broker, asked: list[_Partition], max_bytes: int, ready: dict[A
     return total
 
 
-def _ahead(log: Log, topic: str, partition: int, after: int, budget: int) -> Ahead | None:
+def _ahead(log: Log, topic: str, partition: int, after: int, budget: int, zstd: bool) -> Ahead | None:
     """A read-ahead, on a thread: what a fetch from `after` would read, or None."""
     try:
         # The topic's creation time before its records: a topic made again
         # under the name meanwhile shows as another time when it is used.
         created = log.topic(topic).created
-        chunk = read_chunk(log, topic, partition, after, 1 << 62, budget, True)
+        chunk = read_chunk(log, topic, partition, after, 1 << 62, budget, True, zstd)
     except TidelogError:  # the fetch that asks for it reads again and answers the error
         return None
     return None if chunk is None else Ahead(created, chunk)
 
 
-def _read_ahead(session: Session, asked: list[_Partition], max_bytes: int) -> None:
+def _read_ahead(session: Session, asked: list[_Partition], max_bytes: int, zstd: bool) -> None:
     """Start reading the ranges after the partitions that stopped at their byte
     limit, within the fetch's own byte limit in all (one more answer's worth)."""
     broker = session.broker
@@ -246,11 +264,11 @@ def _read_ahead(session: Session, asked: list[_Partition], max_bytes: int) -> No
         budget = min(p.max_bytes, max_bytes)
         if p.more and budget <= room:
             room -= budget
-            future = broker.threads.run(_ahead, broker.log, p.topic, p.partition, p.last, budget)
-            session.ahead[(p.topic, p.partition, p.last, p.max_bytes)] = (now, future)
+            future = broker.threads.run(_ahead, broker.log, p.topic, p.partition, p.last, budget, zstd)
+            session.ahead[(p.topic, p.partition, p.last, p.max_bytes, zstd)] = (now, future)
 
 
-async def _take_ahead(session: Session, asked: list[_Partition]) -> dict[Any, Ahead | None]:
+async def _take_ahead(session: Session, asked: list[_Partition], zstd: bool) -> dict[Any, Ahead | None]:
     """What was read ahead for this fetch's partitions and positions (the rest is dropped)."""
     ahead, session.ahead = session.ahead, {}
     ready: dict[Any, Ahead | None] = {}
@@ -258,7 +276,7 @@ async def _take_ahead(session: Session, asked: list[_Partition]) -> dict[Any, Ah
         return ready
     fresh = time.monotonic() - READ_AHEAD_TTL_S
     for p in asked:
-        key = (p.topic, p.partition, p.position, p.max_bytes)
+        key = (p.topic, p.partition, p.position, p.max_bytes, zstd)
         started = ahead.get(key)
         if started is not None and started[0] >= fresh:
             ready[key] = await started[1]  # still reading: waiting beats reading twice
@@ -277,11 +295,12 @@ async def fetch(session: Session, request: Request) -> dict[str, Any]:
         for p in t.partitions
     ]
     keys = list({(p.topic, p.partition) for p in asked})
-    ready = await _take_ahead(session, asked)
+    zstd = request.version >= ZSTD_FETCH
+    ready = await _take_ahead(session, asked, zstd)
     deadline = time.monotonic() + wait
     while True:
         seq = broker.hub.seq
-        total = await broker.run(_read, broker, asked, max_bytes, ready)
+        total = await broker.run(_read, broker, asked, max_bytes, ready, zstd)
         ready = {}
         left = deadline - time.monotonic()
         if total >= min_bytes or left <= 0 or any(p.code for p in asked) or not asked:
@@ -289,7 +308,7 @@ async def fetch(session: Session, request: Request) -> dict[str, Any]:
         await broker.hub.wait(keys, seq, left)
         if broker.hub.closed:
             break
-    _read_ahead(session, asked, max_bytes)
+    _read_ahead(session, asked, max_bytes, zstd)
     topics: dict[str, list[dict[str, Any]]] = {}
     for p in asked:
         topics.setdefault(p.topic, []).append(
