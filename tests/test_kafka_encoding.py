@@ -106,20 +106,22 @@ def test_kept_wire_batches_are_handed_back_while_their_records_are_all_there(tmp
         store = log.store
         assert isinstance(store, KeepsWireBatches)
         log.create_topic("t", 1)
-        a, b = WireBatch(5, b"A" * 50), WireBatch(4, b"B" * 40)
+        a, b = WireBatch(5, b"A" * 5, 50), WireBatch(4, b"B" * 4, 40)  # sizes uncompressed: 50 and 40
         log.write([Prepared("t", 0, [b"p"] * 3, None)])  # 1..3: no batch kept
         # 4..8: a client's batch written as two runs of one timestamp, kept on the last.
         log.write([Prepared("t", 0, [b"a"] * 2, None, 1), Prepared("t", 0, [b"a"] * 3, None, 2, a)])
         log.write([Prepared("t", 0, [b"b"] * 4, None, 3, b)])  # 9..12
-        assert store.wire_batches("t", 0, 3, 12, 1 << 20) == [(4, 8, a.data), (9, 12, b.data)]
-        assert store.wire_batches("t", 0, 5, 12, 1 << 20) == [(4, 8, a.data), (9, 12, b.data)]  # from within
-        assert store.wire_batches("t", 0, 8, 12, 1 << 20) == [(9, 12, b.data)]
+        both = [(4, 8, a.data, a.size), (9, 12, b.data, b.size)]
+        assert store.wire_batches("t", 0, 3, 12, 1 << 20) == both
+        assert store.wire_batches("t", 0, 5, 12, 1 << 20) == both  # from within the first
+        assert store.wire_batches("t", 0, 8, 12, 1 << 20) == both[1:]
         assert store.wire_batches("t", 0, 2, 12, 1 << 20) == []  # offset 3 is in none
-        assert store.wire_batches("t", 0, 3, 11, 1 << 20) == [(4, 8, a.data)]  # past the high mark
-        assert store.wire_batches("t", 0, 3, 12, 89) == [(4, 8, a.data)]  # past the byte limit
-        assert store.wire_batches("t", 0, 3, 12, 1) == [(4, 8, a.data)]  # the first whatever its size
+        assert store.wire_batches("t", 0, 3, 11, 1 << 20) == both[:1]  # past the high mark
+        assert store.wire_batches("t", 0, 3, 12, 90) == both
+        assert store.wire_batches("t", 0, 3, 12, 89) == both[:1]  # past the byte limit, by size
+        assert store.wire_batches("t", 0, 3, 12, 1) == both[:1]  # the first whatever its size
         store.delete_offsets("t", 0, [6])  # compaction took a record of the first
         assert store.wire_batches("t", 0, 3, 12, 1 << 20) == []
-        assert store.wire_batches("t", 0, 8, 12, 1 << 20) == [(9, 12, b.data)]
+        assert store.wire_batches("t", 0, 8, 12, 1 << 20) == both[1:]
         log.delete_before("t", 0, 11)  # retention took the start of the second
         assert store.wire_batches("t", 0, 10, 12, 1 << 20) == []

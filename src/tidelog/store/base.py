@@ -54,10 +54,12 @@ class WireBatch(NamedTuple):
     """The bytes a client sent records in (a Kafka record batch), to keep
     beside them: `records` records, the last of them the last of the batch
     it rides on (a client's batch may be written as several batches of
-    one timestamp each, all in one transaction)."""
+    one timestamp each, all in one transaction). `size`: what the batch
+    counts for against a read's byte limit (its records uncompressed)."""
 
     records: int
     data: bytes
+    size: int
 
 
 class AppendBatch(NamedTuple):
@@ -935,12 +937,12 @@ class KeepsWireBatches(Protocol):
 
     def wire_batches(
         self, topic: str, partition: int, after: int, high: int, max_bytes: int
-    ) -> list[tuple[int, int, bytes]]:
-        """(first offset, last offset, bytes) of the wire batches from the one
-        holding offset `after` + 1 on, while each starts where the one before
-        it ended, ends at `high` at most, and their bytes fit `max_bytes` (the
-        first whatever its size); only batches whose every record is still
-        in the partition. [] when no batch holds `after` + 1."""
+    ) -> list[tuple[int, int, bytes, int]]:
+        """(first offset, last offset, bytes, size) of the wire batches from
+        the one holding offset `after` + 1 on, while each starts where the one
+        before it ended, ends at `high` at most, and their sizes fit
+        `max_bytes` (the first whatever its size); only batches whose every
+        record is still in the partition. [] when no batch holds `after` + 1."""
 
 
 @runtime_checkable

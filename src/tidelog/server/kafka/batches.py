@@ -79,6 +79,7 @@ class Batch(NamedTuple):
     base_sequence: int
     records: Records
     data: memoryview  # the batch's bytes, as the client sent them
+    size: int  # the batch's size uncompressed: its header and records
 
 
 def read_batches(data: bytes, max_bytes: int) -> list[Batch]:
@@ -113,7 +114,8 @@ def read_batches(data: bytes, max_bytes: int) -> list[Batch]:
         else:
             body = decompress(codec, view[at + HEAD_SIZE : end], max_bytes)
         records = _read_records(body, count, base_ts)
-        batches.append(Batch(attributes, base_ts, max_ts, pid, epoch, base_seq, records, view[at:end]))
+        size = HEAD_SIZE + len(body)
+        batches.append(Batch(attributes, base_ts, max_ts, pid, epoch, base_seq, records, view[at:end], size))
         at = end
     return batches
 

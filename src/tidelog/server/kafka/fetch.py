@@ -156,22 +156,26 @@ def wire_chunk(
     epoch, which its CRC does not cover. The first batch may begin before
     `after` + 1: a Kafka client skips what it did not ask for. None when
     no kept batch holds `after` + 1, or the first does not fit `budget`.
+    The byte limits count a batch at its records' size uncompressed, not
+    at its bytes as Kafka does: a consumer sizes its fetches (and librdkafka
+    its queue, pausing a second when a fetch overfills it) for the records
+    it holds, and a batch compressed tenfold would hand it ten times more.
     A client that fetches below v10 cannot read zstd (KIP-110): without
     `zstd`, the batches stop before the first zstd one."""
     kept = store.wire_batches(topic, partition, after, high, budget)
     if not zstd:
-        for i, (_, _, data) in enumerate(kept):
+        for i, (_, _, data, _) in enumerate(kept):
             if data[_ATTRIBUTES_AT + 1] & CODEC == ZSTD:
                 kept = kept[:i]
                 break
     if not kept:
         return None
-    size = sum(len(data) for _, _, data in kept)
+    size = sum(counts for _, _, _, counts in kept)
     if size > budget and not first:
         return None
-    out = bytearray().join(data for _, _, data in kept)
+    out = bytearray().join(data for _, _, data, _ in kept)
     at = 0
-    for first_offset, _, data in kept:
+    for first_offset, _, data, _ in kept:
         _BASE.pack_into(out, at, first_offset - 1)
         _EPOCH.pack_into(out, at + _EPOCH_AT, 0)
         at += len(data)

@@ -89,7 +89,7 @@ def _runs(topic: str, partition: int, batch: Batch, broker: Broker) -> list[Prep
         and not batch.attributes & (LOG_APPEND_TIME | CONTROL)
         and all(stamp >= 0 for _, stamp in runs)
     ):
-        out[-1] = out[-1]._replace(wire=WireBatch(len(values), bytes(batch.data)))
+        out[-1] = out[-1]._replace(wire=WireBatch(len(values), bytes(batch.data), batch.size))
     return out
 
 

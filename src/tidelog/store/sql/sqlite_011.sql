@@ -11,5 +11,6 @@
 CREATE TABLE wire_batches (
     id   INTEGER PRIMARY KEY,  -- pid << 40 | offset of its first record
     last INTEGER NOT NULL,     -- offset of its last record
-    data BLOB NOT NULL         -- the batch's bytes, as the client sent them
+    data BLOB NOT NULL,        -- the batch's bytes, as the client sent them
+    size INTEGER NOT NULL      -- what a fetch's byte limits count it as: its records uncompressed
 );

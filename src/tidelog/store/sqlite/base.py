@@ -60,7 +60,7 @@ _APPEND_ONE = f"INSERT INTO records(id, ts, value) VALUES ({_NEXT_ID}, ?3, ?4)"
 _APPEND_ONE_META = f"INSERT INTO records(id, ts, value, meta) VALUES ({_NEXT_ID}, ?3, ?4, ?5)"
 # A wire batch's id is its first record's: offsets are never reused, so a
 # row there already is one whose records are gone; this one replaces it.
-_KEEP_WIRE = "INSERT OR REPLACE INTO wire_batches(id, last, data) VALUES (?, ?, ?)"
+_KEEP_WIRE = "INSERT OR REPLACE INTO wire_batches(id, last, data, size) VALUES (?, ?, ?, ?)"
 SQLITE_MISMATCH = 20  # "datatype mismatch": the id of an append to a partition that is gone
 
 # A batch's records go in ROWS_PER_INSERT at a time: one statement of that
@@ -390,9 +390,8 @@ class SQLiteBase(PartitionIds):
         RECORDS.run(db, last + 1, batch.timestamp, batch.values, batch.metas)
         if batch.wire is not None:
             end = last + len(batch.values)  # the id of the batch's last record
-            db.execute(
-                _KEEP_WIRE, (end - batch.wire.records + 1, end - (pid << OFFSET_BITS), batch.wire.data)
-            )
+            first, wire = end - batch.wire.records + 1, batch.wire
+            db.execute(_KEEP_WIRE, (first, end - (pid << OFFSET_BITS), wire.data, wire.size))
         return last + 1 - (pid << OFFSET_BITS)
 
     def _bounds_check(

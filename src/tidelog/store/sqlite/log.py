@@ -325,33 +325,33 @@ class SQLiteLog(SQLiteBase):
 
     def wire_batches(
         self, topic: str, partition: int, after: int, high: int, max_bytes: int
-    ) -> list[tuple[int, int, bytes]]:
+    ) -> list[tuple[int, int, bytes, int]]:
         pid = self._pid(topic, partition)
         lo = pid << OFFSET_BITS
         want = min(after, OFFSET_SPAN - 2) + 1
-        out: list[tuple[int, int, bytes]] = []
+        out: list[tuple[int, int, bytes, int]] = []
         size = 0
         with self._read() as conn:
             # From the batch holding `want` (the last to begin at or before
             # it) on; a batch counts while its range holds all its records.
             cur = conn.execute(
-                "SELECT id - ?1, last, data, "
+                "SELECT id - ?1, last, data, size, "
                 "(SELECT count(*) FROM records r WHERE r.id BETWEEN w.id AND ?1 + w.last) = last - (id - ?1) + 1 "
                 "FROM wire_batches w WHERE id >= "
                 "(SELECT max(id) FROM wire_batches WHERE id > ?1 AND id <= ?1 + ?2) "
                 "AND id < ?1 + ?3 ORDER BY id",
                 (lo, want, min(high, OFFSET_SPAN - 1) + 1),
             )
-            for first, last, data, whole in cur:
+            for first, last, data, counts, whole in cur:
                 if out:
-                    if first != out[-1][1] + 1 or size + len(data) > max_bytes:
+                    if first != out[-1][1] + 1 or size + counts > max_bytes:
                         break
                 elif last < want:
                     break
                 if not whole or last > high:
                     break
-                out.append((first, last, data))
-                size += len(data)
+                out.append((first, last, data, counts))
+                size += counts
         return out
 
     def read_before(self, topic: str, partition: int, before: int, limit: int) -> list[Row]:
