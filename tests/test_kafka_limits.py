@@ -20,6 +20,7 @@ from pgschema import postgres_schema
 from tidelog.server.kafka.batches import write_batch
 from tidelog.server.kafka.handlers import HANDLERS
 from tidelog.server.kafka.wire import APIS
+from tidelog.store.base import KeepsWireBatches
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -27,6 +28,7 @@ TOKEN = "kafka-s3cret"
 WAIT_S = 15
 UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE, OFFSET_OUT_OF_RANGE = 3, 2, 1
 UNSUPPORTED_VERSION, SASL_AUTHENTICATION_FAILED, INVALID_REQUIRED_ACKS = 35, 58, 21
+LZ4, ZSTD = 3, 4
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -375,3 +377,50 @@ def test_a_fetch_reads_across_compaction_gaps_text_and_tombstones(served):
         for limit, count in ((93, 2), (92, 1)):
             part = w.call(1, 12, fetch_request("gaps", start, limit)).responses[0].partitions[0]
             assert len(part.records) == 61 + 16 * count and len(fetched(part)) == count
+
+
+def test_batches_as_produced_are_served_as_they_came_until_their_records_change(served):
+    """On SQLite a compressed batch is kept as it came and a fetch answers
+    with it (from the batch holding the offset asked for: the client skips
+    the rest, as with Kafka); once compaction took a record of it, the
+    records are read and encoded again."""
+    with tidelog.open(served.target) as log:
+        log.create_topic("kept", 1, cleanup_policy="compact")
+        kept = isinstance(log.store, KeepsWireBatches)
+    producer = ck.Producer(served.client_config(**{"compression.type": "lz4", "linger.ms": 200}))
+    keys = ["k0", "k1", "k0", "k2", "k0", "k3"]
+    every = [(i, b"v%d" % i + b"." * 200) for i in range(6)]  # worth compressing: librdkafka sends it so
+    for (_, value), key in zip(every, keys):
+        producer.produce("kept", value=value, key=key.encode(), partition=0)
+    assert producer.flush(WAIT_S) == 0
+    with wire(served) as w:
+        for offset in (0, 2):
+            part = w.call(1, 12, fetch_request("kept", offset, 1 << 20)).responses[0].partitions[0]
+            assert fetched(part) == (every if kept else every[offset:])
+            codec = struct.unpack_from(">h", part.records, 21)[0] & 7
+            assert codec == (LZ4 if kept else 0)
+    with tidelog.open(served.target) as log:
+        log.clean("kept")  # the older k0s (Kafka offsets 0 and 2) go
+        start = log.offsets("kept")[0].first_offset - 1
+    assert start == 1
+    with wire(served) as w:
+        part = w.call(1, 12, fetch_request("kept", start, 1 << 20)).responses[0].partitions[0]
+        assert fetched(part) == [every[1], every[3], every[4], every[5]]
+        assert struct.unpack_from(">h", part.records, 21)[0] & 7 == 0
+
+
+def test_a_zstd_batch_goes_only_to_a_client_that_fetches_at_v10_or_later(served):
+    """KIP-110: below Fetch v10 a client cannot read zstd; it gets the records encoded afresh."""
+    with tidelog.open(served.target) as log:
+        log.create_topic("zstd-kept", 1)
+        kept = isinstance(log.store, KeepsWireBatches)
+    producer = ck.Producer(served.client_config(**{"compression.type": "zstd", "linger.ms": 200}))
+    every = [(i, b"v%d" % i + b"." * 200) for i in range(4)]
+    for _, value in every:
+        producer.produce("zstd-kept", value=value, partition=0)
+    assert producer.flush(WAIT_S) == 0
+    with wire(served) as w:
+        for version, codec in ((12, ZSTD if kept else 0), (9, 0)):
+            part = w.call(1, version, fetch_request("zstd-kept", 0, 1 << 20)).responses[0].partitions[0]
+            assert fetched(part) == every
+            assert struct.unpack_from(">h", part.records, 21)[0] & 7 == codec

@@ -139,7 +139,9 @@ class Core:
             self.catalog.ensure(b.topic)
         now = self.clock()
         stamps = [now if b.timestamp is None else b.timestamp for b in batches]
-        appends = [AppendBatch(b.topic, b.partition, ts, b.values, b.metas) for b, ts in zip(batches, stamps)]
+        appends = [
+            AppendBatch(b.topic, b.partition, ts, b.values, b.metas, b.wire) for b, ts in zip(batches, stamps)
+        ]
 
         def append() -> list[int] | Replayed:
             if txn is None:

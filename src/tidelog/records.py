@@ -25,7 +25,7 @@ from typing import Any, NamedTuple, overload
 
 from .bounds import QUEUE_HEADERS, check_queue_header
 from .errors import InvalidValue
-from .store.base import Row
+from .store.base import Row, WireBatch
 
 # Format marker: a str value is JSON unless the record says it is plain text.
 FMT_TEXT = 1
@@ -176,6 +176,13 @@ def encode_meta(
         out += headers
     out[0] = flags
     return bytes(out)
+
+
+def key_meta_prefix(n: int) -> bytes:
+    """What `encode_meta(None, key, None, None)` puts before a key of `n`
+    bytes: a front that makes a meta for every record of a batch (Kafka's
+    produce) looks these up by the key's length and appends the key."""
+    return bytes((F_KEY,)) + _U32.pack(n)
 
 
 def meta_key(meta: bytes | None) -> bytes | None:
@@ -360,6 +367,7 @@ class Prepared(NamedTuple):
     values: list[bytes | str]
     metas: list[bytes | None] | None
     timestamp: int | None = None  # ms since epoch; None: the log's clock at write
+    wire: WireBatch | None = None  # the bytes a client sent them in, for a store that keeps them
 
 
 class Sent(NamedTuple):

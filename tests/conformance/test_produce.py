@@ -155,11 +155,11 @@ def test_batch_with_per_record_keys_and_headers(log):
     assert [m.headers for m in msgs] == [[("h", b"1")], [("default", b"yes")], [("default", b"yes")]]
 
 
-@pytest.mark.parametrize("size", [1, 99, 100, 101, 250, 1001])
+@pytest.mark.parametrize("size", [1, 9, 10, 11, 69, 99, 100, 101, 111, 250, 1001])
 def test_batches_of_any_size_store_every_record_in_order(log, size):
-    # SQLite appends a batch a hundred rows a statement and the rest row by
-    # row: every size around that edge must store each record, in order,
-    # with its own key when it has one.
+    # SQLite appends a batch a hundred rows a statement, then ten, and the
+    # rest row by row: every size around those edges must store each
+    # record, in order, with its own key when it has one.
     log.create_topic("orders", partitions=2)
     producer = log.producer()
     producer.send("orders", b"before", partition=1)

@@ -192,6 +192,24 @@ class ProducerOperations(Twin[Producer]):
             timestamp=timestamp,
         )
 
+    async def prepare_stored(
+        self,
+        topic: str,
+        partition: int,
+        stored: list[bytes | str],
+        metas: list[bytes | None] | None,
+        timestamp: int | None = None,
+    ) -> Prepared:
+        """`prepare` for records already in their stored form: values as
+        `encode_value` makes them, metas as `encode_meta` does (None when
+        no record has one). The same checks, none of the encoding: a front
+        that decodes a wire format straight into that form (Kafka's record
+        batches) makes no object a record on the way.
+        """
+        return await self._runtime.call(
+            (await self._core()).prepare_stored, topic, partition, stored, metas, timestamp
+        )
+
     async def send(
         self, topic: str, value: Any, *, key: Any = None, partition: int | None = None, headers: Any = None
     ) -> Sent:

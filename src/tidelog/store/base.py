@@ -42,14 +42,29 @@ class Usage(NamedTuple):
     in_flight: int | None  # the lowest offset any queue group holds in progress
 
 
+class WireBatch(NamedTuple):
+    """The bytes a client sent records in (a Kafka record batch), to keep
+    beside them: `records` records, the last of them the last of the batch
+    it rides on (a client's batch may be written as several batches of
+    one timestamp each, all in one transaction). `size`: what the batch
+    counts for against a read's byte limit (its records uncompressed)."""
+
+    records: int
+    data: bytes
+    size: int
+
+
 class AppendBatch(NamedTuple):
-    """Records for one partition, encoded as `tidelog.records` does."""
+    """Records for one partition, encoded as `tidelog.records` does; a store
+    that keeps wire batches (`KeepsWireBatches`) keeps `wire` beside them,
+    the others ignore it."""
 
     topic: str
     partition: int
     timestamp: int
     values: Sequence[bytes | str]
     metas: Sequence[bytes | None] | None = None
+    wire: WireBatch | None = None
 
 
 class Leased(NamedTuple):
@@ -1049,6 +1064,21 @@ class ReadsInto(Protocol):
         self, make: Callable[[Row], RowT], topic: str, partition: int, after: int, limit: int
     ) -> list[RowT]:
         """`read`, each row passed through `make`."""
+
+
+@runtime_checkable
+class KeepsWireBatches(Protocol):
+    """A store that keeps the wire batches appends carry (`AppendBatch.wire`)
+    and hands back those whose records are all still there. SQLite."""
+
+    def wire_batches(
+        self, topic: str, partition: int, after: int, high: int, max_bytes: int
+    ) -> list[tuple[int, int, bytes, int]]:
+        """(first offset, last offset, bytes, size) of the wire batches from
+        the one holding offset `after` + 1 on, while each starts where the one
+        before it ended, ends at `high` at most, and their sizes fit
+        `max_bytes` (the first whatever its size); only batches whose every
+        record is still in the partition. [] when no batch holds `after` + 1."""
 
 
 @runtime_checkable

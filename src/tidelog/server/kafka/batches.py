@@ -28,6 +28,8 @@ from typing import Any, NamedTuple
 from crc32c import crc32c
 from kio.serial.readers import read_signed_varint, read_signed_varlong
 
+from ...errors import InvalidValue, TidelogError
+from ...records import encode_headers, encode_meta, encode_value, key_meta_prefix
 from ...store.base import Row
 
 _HEAD = struct.Struct(">qiibIhiqqqhii")  # base offset .. record count: 61 bytes
@@ -37,6 +39,7 @@ _LENGTH_FROM = 12  # the batch length counts the bytes after it
 _CRC = struct.Struct(">I")
 _CRC_AT = 17
 
+CODEC = 0x07  # the attributes' bits that name the codec
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 CODECS = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
 TRANSACTIONAL = 0x10
@@ -53,11 +56,16 @@ class UnsupportedCodec(ValueError):
     """A compression codec this listener cannot read (UNSUPPORTED_COMPRESSION_TYPE)."""
 
 
-class KafkaRecord(NamedTuple):
-    timestamp: int  # ms since epoch
-    key: bytes | None
-    value: bytes | None  # None: a tombstone
-    headers: list[tuple[bytes | None, bytes | None]]
+class Records(NamedTuple):
+    """A batch's records in tidelog's stored form, a column each: what
+    `Producer.prepare_stored` takes, made in one pass over the bytes."""
+
+    values: list[bytes | str]  # a null value (a tombstone) as JSON null, as encode_value(None) makes it
+    metas: list[bytes | None] | None  # key and headers (records.encode_meta); None when no record has one
+    runs: list[tuple[int, int]]  # (first index, timestamp) of each run of records that share a timestamp
+    # Whether the records read back are these bytes again (not so for a
+    # header with a null name or value, which tidelog keeps as empty).
+    exact: bool
 
 
 class Batch(NamedTuple):
@@ -69,7 +77,9 @@ class Batch(NamedTuple):
     producer_id: int
     producer_epoch: int
     base_sequence: int
-    records: list[KafkaRecord]
+    records: Records
+    data: memoryview  # the batch's bytes, as the client sent them
+    size: int  # the batch's size uncompressed: its header and records
 
 
 def read_batches(data: bytes, max_bytes: int) -> list[Batch]:
@@ -77,7 +87,8 @@ def read_batches(data: bytes, max_bytes: int) -> list[Batch]:
 
     CorruptBatch for anything malformed (a bad CRC, a length that does not
     add up, an old message format), UnsupportedCodec for an unknown codec;
-    a batch that decompresses past `max_bytes` is refused as corrupt.
+    a batch that decompresses past `max_bytes` is refused as corrupt;
+    InvalidValue for a header tidelog cannot keep.
     """
     view = memoryview(data)
     batches = []
@@ -97,14 +108,14 @@ def read_batches(data: bytes, max_bytes: int) -> list[Batch]:
             raise CorruptBatch("record batch CRC mismatch")
         if count < 0:
             raise CorruptBatch(f"a batch of {count} records")
-        codec = attributes & 0x07
+        codec = attributes & CODEC
         if codec == NONE:
             body = bytes(view[at + HEAD_SIZE : end])
         else:
             body = decompress(codec, view[at + HEAD_SIZE : end], max_bytes)
-        batches.append(
-            Batch(attributes, base_ts, max_ts, pid, epoch, base_seq, _read_records(body, count, base_ts))
-        )
+        records = _read_records(body, count, base_ts)
+        size = HEAD_SIZE + len(body)
+        batches.append(Batch(attributes, base_ts, max_ts, pid, epoch, base_seq, records, view[at:end], size))
         at = end
     return batches
 
@@ -160,60 +171,135 @@ def _unsnappy(data: bytes, max_bytes: int) -> bytes:
     return bytes(out)
 
 
-def _read_records(body: bytes, count: int, base_ts: int) -> list[KafkaRecord]:
-    """A batch's records. Most varints here are one byte (a small length or
-    delta): those are read inline, the others by kio's native reader."""
-    records = []
+_ZIGZAG = [(b >> 1) ^ -(b & 1) for b in range(0x80)]  # a one-byte varint's value, by the byte
+TOMBSTONE = encode_value(None)[0]  # how a null value is stored: JSON null
+# The meta of a record with a key and no headers is a prefix (by the key's
+# length) and the key: looked up for the usual key lengths.
+_KEY_META = [key_meta_prefix(n) for n in range(256)]
+
+
+def _read_records(body: bytes, count: int, base_ts: int) -> Records:
+    """A batch's records, straight into tidelog's stored form.
+
+    Python's cost here is per bytecode, and a produce runs this loop for
+    every record, so it is written out: a varint of one byte (most lengths
+    and deltas) or two (a value of 64 to 8191 bytes) is read inline, longer
+    ones by kio's native reader; a record's key becomes its meta by one
+    concatenation; no object is made a record but its value and its meta.
+    A key or value cut short by its record's end shows as fields that do
+    not add up to the record's length.
+    """
+    values: list[bytes | str] = []
+    metas: list[bytes | None] = []
+    runs: list[tuple[int, int]] = []
+    add_value = values.append
+    add_meta = metas.append
+    key_meta = _KEY_META
+    varint = read_signed_varint
+    zigzag = _ZIGZAG
+    run_ts = None
+    keyed = False
+    exact = True
     at = 0
-    end = len(body)
-    make = KafkaRecord._make
     try:
-        for _ in range(count):
+        for i in range(count):
             b = body[at]
             if b < 0x80:
-                length, at = (b >> 1) ^ -(b & 1), at + 1
+                length, at = zigzag[b], at + 1
+            elif body[at + 1] < 0x80:
+                z = (b & 0x7F) | (body[at + 1] << 7)
+                length, at = (z >> 1) ^ -(z & 1), at + 2
             else:
-                length, n = read_signed_varint(body, at)
+                length, n = varint(body, at)
                 at += n
+            if length < 0:
+                raise CorruptBatch(f"a record of {length} bytes")
             stop = at + length
-            if length < 0 or stop > end:
-                raise CorruptBatch(f"a record of {length} bytes runs past its batch")
             b = body[at + 1]  # after the record's attributes (unused)
             if b < 0x80:
-                delta, at = (b >> 1) ^ -(b & 1), at + 2
+                ts, at = base_ts + zigzag[b], at + 2
             else:
                 delta, n = read_signed_varlong(body, at + 1)
-                at += 1 + n
-            if body[at] < 0x80:  # offset delta: offsets are ours to give
+                ts, at = base_ts + delta, at + 1 + n
+            if ts != run_ts:
+                runs.append((i, ts))
+                run_ts = ts
+            # The offset delta: offsets are ours to give.
+            if body[at] < 0x80:
                 at += 1
+            elif body[at + 1] < 0x80:
+                at += 2
             else:
-                at += read_signed_varint(body, at)[1]
-            key, at = _bytes(body, at, stop)
-            value, at = _bytes(body, at, stop)
+                at += varint(body, at)[1]
             b = body[at]
             if b < 0x80:
-                count_h, at = (b >> 1) ^ -(b & 1), at + 1
+                n, at = zigzag[b], at + 1
             else:
-                count_h, n = read_signed_varint(body, at)
+                n, size = varint(body, at)
+                at += size
+            key = None
+            if n >= 0:
+                key = body[at : at + n]
                 at += n
-            headers: list[tuple[bytes | None, bytes | None]] = []
-            if count_h:
-                if count_h < 0 or count_h > stop - at:
-                    raise CorruptBatch(f"a record announces {count_h} headers")
-                for _ in range(count_h):
-                    name, at = _bytes(body, at, stop)
-                    data, at = _bytes(body, at, stop)
-                    headers.append((name, data))
+            b = body[at]
+            if b < 0x80:
+                n, at = zigzag[b], at + 1
+            elif body[at + 1] < 0x80:
+                z = (b & 0x7F) | (body[at + 1] << 7)
+                n, at = (z >> 1) ^ -(z & 1), at + 2
+            else:
+                n, size = varint(body, at)
+                at += size
+            if n >= 0:
+                add_value(body[at : at + n])
+                at += n
+            else:
+                add_value(TOMBSTONE)
+            if body[at]:  # headers
+                at, same = _headers(body, at, stop, key, add_meta)
+                keyed = True
+                exact = exact and same
+            elif key is None:
+                at += 1
+                add_meta(None)
+            else:
+                at += 1
+                add_meta((key_meta[n] if (n := len(key)) < 256 else key_meta_prefix(n)) + key)
+                keyed = True
             if at != stop:
                 raise CorruptBatch("a record's fields do not add up to its length")
-            records.append(make((base_ts + delta, key, value, headers)))
-    except CorruptBatch:
+    except (CorruptBatch, TidelogError):
         raise
     except Exception as e:  # an index or a varint past the end
         raise CorruptBatch(f"a record does not decode: {e}") from None
-    if at != end:
-        raise CorruptBatch(f"{end - at} bytes follow the batch's {count} records")
-    return records
+    if at != len(body):
+        raise CorruptBatch(f"{len(body) - at} bytes follow the batch's {count} records")
+    return Records(values, metas if keyed else None, runs, exact)
+
+
+def _headers(
+    body: bytes, at: int, stop: int, key: bytes | None, add_meta: Callable[[bytes | None], None]
+) -> tuple[int, bool]:
+    """A record's headers (from its header count at `at`) into its meta, as
+    any front's would be (`encode_headers`: a queue's own headers checked);
+    a null name is empty text and a null value empty bytes. Returns where
+    the record's fields end, and whether no name or value was null."""
+    count, n = read_signed_varint(body, at)
+    at += n
+    if count < 0 or count > stop - at:
+        raise CorruptBatch(f"a record announces {count} headers")
+    pairs = []
+    exact = True
+    for _ in range(count):
+        name, at = _bytes(body, at, stop)
+        data, at = _bytes(body, at, stop)
+        exact = exact and name is not None and data is not None
+        try:
+            pairs.append(("" if name is None else name.decode(), data or b""))
+        except UnicodeDecodeError:
+            raise InvalidValue("a header name is not UTF-8 text") from None
+    add_meta(encode_meta(None, key, encode_headers(pairs), None))
+    return at, exact
 
 
 def _bytes(body: bytes, at: int, stop: int) -> tuple[bytes | None, int]:

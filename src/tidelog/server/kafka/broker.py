@@ -15,6 +15,7 @@ from typing import Any
 
 from ...errors import ConfigurationError
 from ...log import Log
+from ...store.base import KeepsWireBatches
 from ..limits import Limits
 from ..runtime.hub import AppendHub
 from ..runtime.threads import LoopThreads
@@ -46,6 +47,8 @@ class Broker:
         self.limits = limits or Limits()
         self.advertised_host = advertised_host
         self.producer = log.producer()
+        # Whether the store keeps the batches producers send (fetch.py answers with them).
+        self.keeps_wire = isinstance(log.store, KeepsWireBatches)
         self.threads = LoopThreads(8, "tidelog-kafka")
         self.hub = hub if hub is not None else AppendHub(log)
         self.own_hub = hub is None
@@ -99,5 +102,5 @@ class Session:
         self.principal: str | None = None
         self.close_after = False  # close once this request is answered (a SASL failure)
         # The next fetch's reads, started as the last one was answered (fetch.py):
-        # (topic, partition, position, partition max bytes) -> (monotonic start, its future).
-        self.ahead: dict[tuple[str, int, int, int], tuple[float, asyncio.Future[Any]]] = {}
+        # (topic, partition, position, partition max bytes, zstd readable) -> (monotonic start, its future).
+        self.ahead: dict[tuple[str, int, int, int, bool], tuple[float, asyncio.Future[Any]]] = {}

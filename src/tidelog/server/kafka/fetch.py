@@ -14,6 +14,11 @@ go out as one uncompressed batch a partition, at least one record even
 past the byte limits (KIP-74), so a large record never stalls a consumer;
 the limits count the batch's bytes on the wire, as Kafka's do.
 
+Records a Kafka producer sent in a compressed batch go out in that batch,
+as Kafka serves them, where the store kept it (SQLite: `KeepsWireBatches`)
+and every record of it is still there (compaction and retention end
+that): no record is read or encoded again, and the consumer decompresses.
+
 A consumer that is behind asks for the next range as soon as it has taken
 one in, so a fetch that stopped at its byte limit starts reading the next
 range of those partitions on a thread as it answers (a read-ahead): the
@@ -30,6 +35,7 @@ not kept (session id 0: the client sends its whole fetch each time).
 
 from __future__ import annotations
 
+import struct
 import time
 from typing import Any, NamedTuple
 
@@ -38,8 +44,8 @@ from kio.schema.errors import ErrorCode
 from ...errors import OffsetOutOfRange, TidelogError, UnknownTopic
 from ...log import Log, read_rows
 from ...records import decode_meta
-from ...store.base import PartitionOffsets
-from .batches import HEAD_SIZE, RowBatch
+from ...store.base import KeepsWireBatches, PartitionOffsets
+from .batches import CODEC, HEAD_SIZE, ZSTD, RowBatch
 from .broker import Broker, Session
 from .codes import error_code
 from .wire import Request
@@ -101,10 +107,16 @@ class Ahead(NamedTuple):
 
 
 def read_chunk(
-    log: Log, topic: str, partition: int, after: int, high: int, budget: int, first: bool
+    log: Log, topic: str, partition: int, after: int, high: int, budget: int, first: bool, zstd: bool = True
 ) -> Chunk | None:
     """The records after `after` (up to `high`) that fit `budget` bytes, as
-    one batch; at least one when `first` (KIP-74). None when there are none."""
+    one batch; at least one when `first` (KIP-74). None when there are none.
+    Where the store kept the batches producers sent them in, those batches
+    as they came instead (`wire_chunk`; zstd ones only when `zstd`)."""
+    if isinstance(log.store, KeepsWireBatches):
+        chunk = wire_chunk(log.store, topic, partition, after, high, budget, first, zstd)
+        if chunk is not None:
+            return chunk
     batch = RowBatch(decode_meta)
     want = max(1, min(FIRST_READ_ROWS, budget // SMALL_RECORD))
     more = False
@@ -128,7 +140,59 @@ def read_chunk(
     return Chunk(batch.finish(), batch.size, batch.last_offset, more)
 
 
-def _read(broker: Broker, asked: list[_Partition], max_bytes: int, ready: dict[Any, Ahead | None]) -> int:
+def wire_chunk(
+    store: KeepsWireBatches,
+    topic: str,
+    partition: int,
+    after: int,
+    high: int,
+    budget: int,
+    first: bool,
+    zstd: bool = True,
+) -> Chunk | None:
+    """The batches producers sent from the one holding offset `after` + 1 on,
+    as Kafka serves them: each as it came (compressed, its producer's ids
+    and timestamps), but its base offset (tidelog's offset - 1) and leader
+    epoch, which its CRC does not cover. The first batch may begin before
+    `after` + 1: a Kafka client skips what it did not ask for. None when
+    no kept batch holds `after` + 1, or the first does not fit `budget`.
+    The byte limits count a batch at its records' size uncompressed, not
+    at its bytes as Kafka does: a consumer sizes its fetches (and librdkafka
+    its queue, pausing a second when a fetch overfills it) for the records
+    it holds, and a batch compressed tenfold would hand it ten times more.
+    A client that fetches below v10 cannot read zstd (KIP-110): without
+    `zstd`, the batches stop before the first zstd one."""
+    kept = store.wire_batches(topic, partition, after, high, budget)
+    if not zstd:
+        for i, (_, _, data, _) in enumerate(kept):
+            if data[_ATTRIBUTES_AT + 1] & CODEC == ZSTD:
+                kept = kept[:i]
+                break
+    if not kept:
+        return None
+    size = sum(counts for _, _, _, counts in kept)
+    if size > budget and not first:
+        return None
+    out = bytearray().join(data for _, _, data, _ in kept)
+    at = 0
+    for first_offset, _, data, _ in kept:
+        _BASE.pack_into(out, at, first_offset - 1)
+        _EPOCH.pack_into(out, at + _EPOCH_AT, 0)
+        at += len(data)
+    last = kept[-1][1]
+    return Chunk(out, size, last, last < high)
+
+
+_BASE = struct.Struct(">q")
+_EPOCH = struct.Struct(">i")
+_EPOCH_AT = 12  # after the base offset (8) and the batch length (4)
+_ATTRIBUTES_AT = 21  # an i16: the codec is in its low bits
+ZSTD_FETCH = 10  # the first Fetch version whose client reads zstd batches
+
+
+def _read(
+    broker: Broker, asked: list[_Partition], max_bytes: int, ready: dict[Any, Ahead | None], zstd: bool
+) -> int:
     """On a thread: fill each partition's records, within the byte limits,
     taking what was read ahead where it still holds; returns the bytes read in all."""
     log = broker.log
@@ -158,7 +222,7 @@ def _read(broker: Broker, asked: list[_Partition], max_bytes: int, ready: dict[A
         if p.position == p.high or (budget <= 0 and total):
             continue
         chunk = None
-        ahead = ready.pop((p.topic, p.partition, p.position, p.max_bytes), None)
+        ahead = ready.pop((p.topic, p.partition, p.position, p.max_bytes, zstd), None)
         if ahead is not None and ahead.chunk.size <= budget and ahead.chunk.last <= p.high:
             if p.topic not in created:
                 try:
@@ -169,7 +233,7 @@ def _read(broker: Broker, asked: list[_Partition], max_bytes: int, ready: dict[A
                 chunk = ahead.chunk
         if chunk is None:  # none read ahead, or not for this topic and limits
             try:
-                chunk = read_chunk(log, p.topic, p.partition, p.position, p.high, budget, not total)
+                chunk = read_chunk(log, p.topic, p.partition, p.position, p.high, budget, not total, zstd)
             except OffsetOutOfRange:  # retention removed them under us
                 p.code = ErrorCode.offset_out_of_range
                 continue
@@ -182,19 +246,19 @@ def _read(broker: Broker, asked: list[_Partition], max_bytes: int, ready: dict[A
     return total
 
 
-def _ahead(log: Log, topic: str, partition: int, after: int, budget: int) -> Ahead | None:
+def _ahead(log: Log, topic: str, partition: int, after: int, budget: int, zstd: bool) -> Ahead | None:
     """A read-ahead, on a thread: what a fetch from `after` would read, or None."""
     try:
         # The topic's creation time before its records: a topic made again
         # under the name meanwhile shows as another time when it is used.
         created = log.topic(topic).created
-        chunk = read_chunk(log, topic, partition, after, 1 << 62, budget, True)
+        chunk = read_chunk(log, topic, partition, after, 1 << 62, budget, True, zstd)
     except TidelogError:  # the fetch that asks for it reads again and answers the error
         return None
     return None if chunk is None else Ahead(created, chunk)
 
 
-def _read_ahead(session: Session, asked: list[_Partition], max_bytes: int) -> None:
+def _read_ahead(session: Session, asked: list[_Partition], max_bytes: int, zstd: bool) -> None:
     """Start reading the ranges after the partitions that stopped at their byte
     limit, within the fetch's own byte limit in all (one more answer's worth)."""
     broker = session.broker
@@ -204,11 +268,11 @@ def _read_ahead(session: Session, asked: list[_Partition], max_bytes: int) -> No
         budget = min(p.max_bytes, max_bytes)
         if p.more and budget <= room:
             room -= budget
-            future = broker.threads.run(_ahead, broker.log, p.topic, p.partition, p.last, budget)
-            session.ahead[(p.topic, p.partition, p.last, p.max_bytes)] = (now, future)
+            future = broker.threads.run(_ahead, broker.log, p.topic, p.partition, p.last, budget, zstd)
+            session.ahead[(p.topic, p.partition, p.last, p.max_bytes, zstd)] = (now, future)
 
 
-async def _take_ahead(session: Session, asked: list[_Partition]) -> dict[Any, Ahead | None]:
+async def _take_ahead(session: Session, asked: list[_Partition], zstd: bool) -> dict[Any, Ahead | None]:
     """What was read ahead for this fetch's partitions and positions (the rest is dropped)."""
     ahead, session.ahead = session.ahead, {}
     ready: dict[Any, Ahead | None] = {}
@@ -216,7 +280,7 @@ async def _take_ahead(session: Session, asked: list[_Partition]) -> dict[Any, Ah
         return ready
     fresh = time.monotonic() - READ_AHEAD_TTL_S
     for p in asked:
-        key = (p.topic, p.partition, p.position, p.max_bytes)
+        key = (p.topic, p.partition, p.position, p.max_bytes, zstd)
         started = ahead.get(key)
         if started is not None and started[0] >= fresh:
             ready[key] = await started[1]  # still reading: waiting beats reading twice
@@ -235,11 +299,12 @@ async def fetch(session: Session, request: Request) -> dict[str, Any]:
         for p in t.partitions
     ]
     keys = list({(p.topic, p.partition) for p in asked})
-    ready = await _take_ahead(session, asked)
+    zstd = request.version >= ZSTD_FETCH
+    ready = await _take_ahead(session, asked, zstd)
     deadline = time.monotonic() + wait
     while True:
         seq = broker.hub.seq
-        total = await broker.run(_read, broker, asked, max_bytes, ready)
+        total = await broker.run(_read, broker, asked, max_bytes, ready, zstd)
         ready = {}
         left = deadline - time.monotonic()
         if total >= min_bytes or left <= 0 or any(p.code for p in asked) or not asked:
@@ -247,7 +312,7 @@ async def fetch(session: Session, request: Request) -> dict[str, Any]:
         await broker.hub.wait(keys, seq, left)
         if broker.hub.closed:
             break
-    _read_ahead(session, asked, max_bytes)
+    _read_ahead(session, asked, max_bytes, zstd)
     topics: dict[str, list[dict[str, Any]]] = {}
     for p in asked:
         topics.setdefault(p.topic, []).append(

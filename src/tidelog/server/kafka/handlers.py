@@ -2,7 +2,8 @@
 
 A handler takes the client's session and the decoded request and returns
 the response's values (`wire.build` makes kio's response of the request's
-version from them), or None for no response (a Produce with acks=0).
+version from them), the response's frame when the handler wrote it
+(`wire.respond_numbers`), or None for no response (a Produce with acks=0).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from . import fetch, groups, produce, sasl, topics
 from .broker import Session
 from .wire import Request
 
-Handler = Callable[[Session, Request], Awaitable[dict[str, Any] | None]]
+Handler = Callable[[Session, Request], Awaitable[dict[str, Any] | bytes | None]]
 
 HANDLERS: dict[int, Handler] = {
     0: produce.produce,

@@ -11,7 +11,9 @@ thread, in its job; those that pass are committed together (one transaction
 with the produce requests of every connection waiting), so `acks=1` and
 `acks=all` are answered after the commit, and a partition refused (a bad
 CRC, a missing topic with auto-create off, a record over max.message.bytes)
-writes nothing and gets its own error code.
+writes nothing and gets its own error code. A compressed batch whose
+records read back as they came is kept beside them where the store can
+(the batch's last records carry it: `Prepared.wire`), for fetch.py.
 
 Idempotent producers (`enable.idempotence`): InitProducerId hands out a
 random 62-bit producer id (no store state, so any broker of the cluster may
@@ -32,12 +34,22 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ...errors import InvalidValue, TidelogError
-from ...records import NewRecord, Prepared
-from .batches import HEAD_SIZE, LOG_APPEND_TIME, Batch, CorruptBatch, UnsupportedCodec, read_batches
+from ...errors import TidelogError
+from ...records import Prepared
+from ...store.base import WireBatch
+from .batches import (
+    CODEC,
+    CONTROL,
+    HEAD_SIZE,
+    LOG_APPEND_TIME,
+    Batch,
+    CorruptBatch,
+    UnsupportedCodec,
+    read_batches,
+)
 from .broker import Broker, Session
 from .codes import error_code
-from .wire import Request
+from .wire import Request, respond_numbers
 
 _PRODUCER = struct.Struct(">qhi")  # a batch's producer id, epoch and base sequence, at byte 43
 
@@ -51,30 +63,33 @@ class Refused(Exception):
 
 
 def _runs(topic: str, partition: int, batch: Batch, broker: Broker) -> list[Prepared]:
-    """A batch as Prepared runs of records that share a timestamp (a Prepared has one)."""
+    """A batch as Prepared runs of records that share a timestamp (a
+    Prepared has one); most batches are one run, written as they were decoded.
+    A compressed batch whose records read back as they came rides on the
+    last run, for a store that keeps wire batches (fetch.py serves them)."""
     producer = broker.producer
+    values, metas, runs, exact = batch.records
+    if not values:
+        return []
+    # The producer's clock (CreateTime), or the log's for LogAppendTime and a record with none.
     append_time = batch.attributes & LOG_APPEND_TIME
     out: list[Prepared] = []
-    run: list[NewRecord] = []
-    run_ts: int | None = None
-    for record in batch.records:
-        ts: int | None = None if append_time or record.timestamp < 0 else record.timestamp
-        if run and ts != run_ts:
-            out.append(producer.prepare(topic, run, partition=partition, timestamp=run_ts))
-            run = []
-        run_ts = ts
-        headers = None
-        if record.headers:
-            try:
-                headers = [
-                    (name.decode() if name is not None else "", value or b"")
-                    for name, value in record.headers
-                ]
-            except UnicodeDecodeError:
-                raise InvalidValue("a header name is not UTF-8 text") from None
-        run.append(NewRecord(record.value, record.key, headers))
-    if run:
-        out.append(producer.prepare(topic, run, partition=partition, timestamp=run_ts))
+    ends = [i for i, _ in runs[1:]] + [len(values)]
+    for (i, stamp), j in zip(runs, ends):
+        ts = None if append_time or stamp < 0 else stamp
+        if len(runs) == 1:
+            out.append(producer.prepare_stored(topic, partition, values, metas, ts))
+        else:
+            part = None if metas is None else metas[i:j]
+            out.append(producer.prepare_stored(topic, partition, values[i:j], part, ts))
+    if (
+        broker.keeps_wire
+        and exact
+        and batch.attributes & CODEC
+        and not batch.attributes & (LOG_APPEND_TIME | CONTROL)
+        and all(stamp >= 0 for _, stamp in runs)
+    ):
+        out[-1] = out[-1]._replace(wire=WireBatch(len(values), bytes(batch.data), batch.size))
     return out
 
 
@@ -84,7 +99,7 @@ def _prepare(broker: Broker, topic: str, partition: int, data: bytes | None) -> 
         batches = read_batches(data or b"", broker.limits.max_request)
         if not batches:
             raise Refused(ErrorCode.corrupt_message, "a produce with no record batch")
-        return [p for batch in batches if batch.records for p in _runs(topic, partition, batch, broker)]
+        return [p for batch in batches for p in _runs(topic, partition, batch, broker)]
     except CorruptBatch as e:
         raise Refused(ErrorCode.corrupt_message, str(e)) from None
     except UnsupportedCodec as e:
@@ -105,7 +120,7 @@ def _idempotent_id(topic: str, partition: int, data: bytes | None) -> str | None
     return f"kafka:{producer_id}:{epoch}:{partition}:{sequence}:{topic}"
 
 
-async def produce(session: Session, request: Request) -> dict[str, Any] | None:
+async def produce(session: Session, request: Request) -> dict[str, Any] | bytes | None:
     """Decoding runs in the writer's jobs, on its thread and in the order the
     requests came: a connection's produce requests are taken in while earlier
     ones commit (server.py) and still land in the order they were sent."""
@@ -172,9 +187,27 @@ async def produce(session: Session, request: Request) -> dict[str, Any] | None:
             results[key] = _answer(key[1], ErrorCode.none, outcome[0].first_offset - 1, None)
     if acks == 0:
         return None  # Kafka answers nothing to acks=0
+    answers = [results[key] for key in order]
+    if all(a["error_code"] == ErrorCode.none for a in answers):
+        # The usual answer: the same shape as the last, other base offsets.
+        return respond_numbers(
+            request,
+            tuple(order),
+            functools.partial(_response, order, answers),
+            [a["base_offset"] for a in answers],
+        )
+    return _response(order, answers)
+
+
+def _response(
+    order: list[tuple[str, int]], answers: list[dict[str, Any]], base_offsets: list[int] | None = None
+) -> dict[str, Any]:
+    """The response's values: each partition's answer (with these base offsets when given), by topic."""
     topics: dict[str, list[dict[str, Any]]] = {}
-    for name, index in order:
-        topics.setdefault(name, []).append(results[(name, index)])
+    for i, ((name, _), answer) in enumerate(zip(order, answers)):
+        if base_offsets is not None:
+            answer = {**answer, "base_offset": base_offsets[i]}
+        topics.setdefault(name, []).append(answer)
     return {
         "responses": [{"name": name, "partition_responses": parts} for name, parts in topics.items()],
         "throttle_time": 0,

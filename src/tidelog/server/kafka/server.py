@@ -248,8 +248,8 @@ class Connection:
             )
             raise CloseConnection
         values = await HANDLERS[request.api_key](self.session, request)
-        if values is None:  # acks=0: Kafka sends no response
-            return None
+        if values is None or isinstance(values, bytes):  # acks=0 (no response), or a frame written
+            return values
         return encode_response(request, build(response_class(request.api_key, request.version), values))
 
 

@@ -194,6 +194,50 @@ def respond(request: Request, values: dict[str, Any]) -> bytes:
     return encode_response(request, build(response_class(request.api_key, request.version), values))
 
 
+# Responses of a known shape -------------------------------------------------------
+
+# kio's writer is Python: a Produce response of one partition costs about
+# 90 us to build and write, near a microsecond a record of a 100-record
+# batch. A client sends the same shape of request again and again (the
+# same topics and partitions, all answered without error), and those
+# answers differ only in a few i64 numbers (base offsets), so kio writes
+# each shape once with marks where the numbers go, and its bytes are
+# reused with the numbers and the correlation id written in.
+_SHAPES: dict[Any, tuple[bytes, tuple[int, ...]] | None] = {}
+MAX_SHAPES = 1024
+_MARK = 0x5E << 56  # an i64 whose first byte ('^') no name the listener serves holds
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+
+
+def respond_numbers(request: Request, shape: Any, make: Any, numbers: list[int]) -> bytes:
+    """`respond(request, make(numbers))`, for a response that differs from
+    any other of the same `shape` only in `numbers`: i64 fields, each
+    written once. The first of a shape is written by kio with marks for
+    the numbers; a shape whose marks cannot be told apart is always
+    written by kio."""
+    key = (request.api_key, request.version, shape)
+    if key not in _SHAPES:
+        marks = [_MARK | i for i in range(len(numbers))]
+        frame = respond(request._replace(correlation_id=0), make(marks))
+        packed = [_I64.pack(m) for m in marks]
+        found = None
+        if all(frame.count(p) == 1 for p in packed):
+            found = (frame, tuple(frame.index(p) for p in packed))
+        if len(_SHAPES) >= MAX_SHAPES:
+            _SHAPES.clear()
+        _SHAPES[key] = found
+    known = _SHAPES[key]
+    if known is None:
+        return respond(request, make(numbers))
+    frame, positions = known
+    out = bytearray(frame)
+    _I32.pack_into(out, 4, request.correlation_id)
+    for at, n in zip(positions, numbers):
+        _I64.pack_into(out, at, n)
+    return bytes(out)
+
+
 # Building a response from plain values -------------------------------------------
 
 

@@ -129,6 +129,8 @@ class GroupCommitWriter:
                 and last.topic == b.topic
                 and last.partition == b.partition
                 and last.timestamp == b.timestamp
+                # A wire batch counts back from the end of the batch it rides on.
+                and members[-1][-1].wire is None
             ):
                 members[-1].append(b)
                 continue
@@ -140,7 +142,9 @@ class GroupCommitWriter:
                 metas = None
                 if any(b.metas is not None for b in group):
                     metas = [m for b in group for m in (b.metas or [None] * len(b.values))]
-                merged[i] = Prepared(group[0].topic, group[0].partition, values, metas, group[0].timestamp)
+                merged[i] = Prepared(
+                    group[0].topic, group[0].partition, values, metas, group[0].timestamp, group[-1].wire
+                )
         written = self.log.write(merged)
         self.commits += 1
         sent: list[BatchSent] = []

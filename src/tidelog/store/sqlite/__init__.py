@@ -14,6 +14,7 @@ from ..base import (
     ClassicGroupStore,
     Cleanable,
     JobStore,
+    KeepsWireBatches,
     NamedConsumers,
     QueueUpkeep,
     ReadsInto,
@@ -56,6 +57,7 @@ class SQLiteStore(
     Reclaimable,
     Transactional,
     ReadsInto,
+    KeepsWireBatches,
 ):
     """The Store protocol on one SQLite file (or :memory:)."""
 

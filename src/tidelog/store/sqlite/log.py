@@ -167,6 +167,7 @@ class SQLiteLog(SQLiteBase):
             for pid in pids:
                 lo = pid << OFFSET_BITS
                 db.execute("DELETE FROM records WHERE id BETWEEN ? AND ?", (lo, lo + OFFSET_SPAN - 1))
+                db.execute("DELETE FROM wire_batches WHERE id BETWEEN ? AND ?", (lo, lo + OFFSET_SPAN - 1))
                 db.execute("DELETE FROM offsets WHERE pid = ?", (pid,))
                 db.execute("DELETE FROM queue_cursors WHERE pid = ?", (pid,))
                 db.execute(
@@ -322,6 +323,37 @@ class SQLiteLog(SQLiteBase):
             self._pid(topic, partition, refresh=True)
         return rows
 
+    def wire_batches(
+        self, topic: str, partition: int, after: int, high: int, max_bytes: int
+    ) -> list[tuple[int, int, bytes, int]]:
+        pid = self._pid(topic, partition)
+        lo = pid << OFFSET_BITS
+        want = min(after, OFFSET_SPAN - 2) + 1
+        out: list[tuple[int, int, bytes, int]] = []
+        size = 0
+        with self._read() as conn:
+            # From the batch holding `want` (the last to begin at or before
+            # it) on; a batch counts while its range holds all its records.
+            cur = conn.execute(
+                "SELECT id - ?1, last, data, size, "
+                "(SELECT count(*) FROM records r WHERE r.id BETWEEN w.id AND ?1 + w.last) = last - (id - ?1) + 1 "
+                "FROM wire_batches w WHERE id >= "
+                "(SELECT max(id) FROM wire_batches WHERE id > ?1 AND id <= ?1 + ?2) "
+                "AND id < ?1 + ?3 ORDER BY id",
+                (lo, want, min(high, OFFSET_SPAN - 1) + 1),
+            )
+            for first, last, data, counts, whole in cur:
+                if out:
+                    if first != out[-1][1] + 1 or size + counts > max_bytes:
+                        break
+                elif last < want:
+                    break
+                if not whole or last > high:
+                    break
+                out.append((first, last, data, counts))
+                size += counts
+        return out
+
     def read_before(self, topic: str, partition: int, before: int, limit: int) -> list[Row]:
         pid = self._pid(topic, partition)
         lo = pid << OFFSET_BITS
@@ -337,6 +369,8 @@ class SQLiteLog(SQLiteBase):
         with self._write() as db:
             cur = db.execute("DELETE FROM records WHERE id > ? AND id < ?", (lo, lo + before))
             removed = cur.rowcount
+            # A wire batch that began before `before` lost a record at least.
+            db.execute("DELETE FROM wire_batches WHERE id > ? AND id < ?", (lo, lo + before))
             if removed:
                 # Offsets never repeat, even when the partition is now empty.
                 db.execute(

@@ -86,6 +86,7 @@ class SQLiteRetention(SQLiteBase):
             count, size, top = row
             if count:
                 db.execute("DELETE FROM records WHERE id > ?1 AND id <= ?2", (lo, top))
+                db.execute("DELETE FROM wire_batches WHERE id > ?1 AND id <= ?2", (lo, top))
                 # The finished receipts of what went: no ack can name those records now.
                 db.execute("DELETE FROM queue_finished WHERE pid = ? AND offset <= ?", (pid, top - lo))
             if count < limit:
@@ -112,6 +113,11 @@ class SQLiteRetention(SQLiteBase):
                 ids,
             ).fetchone()[0]
             db.execute(f"DELETE FROM records WHERE id IN ({marks})", ids)
+            # The wire batches around them (a compacted topic keeps few).
+            db.execute(
+                "DELETE FROM wire_batches WHERE id > ?1 AND id <= ?2 AND last >= ?3",
+                (lo, lo + max(offsets), min(offsets)),
+            )
             db.execute(
                 f"DELETE FROM queue_finished WHERE pid = ? AND offset IN ({','.join('?' * len(offsets))})",
                 (pid, *offsets),
