@@ -161,7 +161,19 @@ def fetch(bootstrap: str, pid: int, records: int) -> tuple[float, float]:
         pass
     warm.close()
     settle(pid)
-    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
+    # librdkafka postpones a partition's next fetch by fetch.queue.backoff.ms (a
+    # second by default) once its queue holds queued.min.messages (100,000): a
+    # server that answers faster than this process takes records in then waits
+    # out a whole second per round (bimodal rounds: 1.4M records/s or 180k). Its
+    # documentation suggests a low value where latency matters; both trees get it.
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 10,
+        }
+    )
     try:
         consumer.assign([ck.TopicPartition("bench", 0, 1)])  # past the warm-up record
         cpu = cpu_seconds(pid)
