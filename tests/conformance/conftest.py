@@ -23,7 +23,7 @@ import pytest
 import tidelog
 import tidelog.aio
 from conftest import need_service  # tests/conftest.py (pytest puts tests/ on sys.path)
-from pgschema import postgres_schema
+from pgschema import tidelog_schema
 from tidelog.store.base import (
     Cleanable,
     CleansRemotely,
@@ -78,7 +78,7 @@ def _sqlite(tmp_path: Any) -> Iterator[str]:
 
 
 def _postgres(tmp_path: Any) -> Iterator[str]:
-    with postgres_schema() as url:
+    with tidelog_schema() as url:
         yield url
 
 
