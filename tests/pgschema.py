@@ -35,22 +35,32 @@ def with_search_path(url: str, schema: str) -> str:
 @contextmanager
 def postgres_schema() -> Iterator[str]:
     """Yield a URL whose tables live in a fresh schema; drop the schema afterwards."""
-    try:
-        import psycopg
-        from psycopg import sql
-    except ImportError:
-        need_service("psycopg", "pip install 'tidelog[postgres]'")
-    try:
-        admin = psycopg.connect(PG_URL, autocommit=True, connect_timeout=3)
-    except psycopg.Error as e:
-        need_service("PostgreSQL", f"{str(e).strip()}; {HOW}")
-    name = f"tl_{secrets.token_hex(6)}"
-    with admin:
-        admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+    with _admin() as admin:
+        name = _create(admin)
         try:
             yield with_search_path(PG_URL, name)
         finally:
-            admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
+            admin.execute(f'DROP SCHEMA "{name}" CASCADE')
+
+
+def _admin() -> Any:
+    """An autocommit connection to the tests' server (a missing driver or
+    server skips the test on a laptop and fails it under CI)."""
+    try:
+        import psycopg
+    except ImportError:
+        need_service("psycopg", "pip install 'tidelog[postgres]'")
+    try:
+        return psycopg.connect(PG_URL, autocommit=True, connect_timeout=3)
+    except psycopg.Error as e:
+        need_service("PostgreSQL", f"{str(e).strip()}; {HOW}")
+
+
+def _create(admin: Any) -> str:
+    """A new schema's name (random: tests run in parallel)."""
+    name = f"tl_{secrets.token_hex(6)}"
+    admin.execute(f'CREATE SCHEMA "{name}"')
+    return name
 
 
 # Schemas of this process that tidelog has migrated, emptied and free for the next
@@ -100,11 +110,9 @@ def _empty(admin: Any, name: str, shape: tuple[Any, ...]) -> bool:
 @atexit.register
 def _drop_free() -> None:
     """Drop this process's free schemas as it exits."""
-    import psycopg
-
     if not _FREE:
         return
-    with psycopg.connect(PG_URL, autocommit=True, connect_timeout=3) as admin:
+    with _admin() as admin:
         while _FREE:
             admin.execute(f'DROP SCHEMA "{_FREE.pop()[0]}" CASCADE')
 
@@ -114,22 +122,13 @@ def tidelog_schema() -> Iterator[str]:
     """Yield a URL of a schema holding tidelog's tables, empty: a schema an
     earlier test of this process used and that was emptied (`_empty`), or a
     fresh one migrated now. Afterwards it is emptied for the next, or dropped."""
-    try:
-        import psycopg
+    import tidelog
 
-        import tidelog
-    except ImportError:
-        need_service("psycopg", "pip install 'tidelog[postgres]'")
-    try:
-        admin = psycopg.connect(PG_URL, autocommit=True, connect_timeout=3)
-    except psycopg.Error as e:
-        need_service("PostgreSQL", f"{str(e).strip()}; {HOW}")
-    with admin:
+    with _admin() as admin:
         if _FREE:
             name, shape = _FREE.pop()
         else:
-            name = f"tl_{secrets.token_hex(6)}"
-            admin.execute(f'CREATE SCHEMA "{name}"')
+            name = _create(admin)
             tidelog.open(with_search_path(PG_URL, name)).close()  # tidelog's migrations
             shape = _shape(admin, name)
         try:

@@ -141,23 +141,22 @@ class ReceivePolicy:
 
     def due(self, timestamp: int, meta: bytes | None) -> int:
         """When a new record becomes available."""
-        return timestamp if meta is None else due_at(timestamp, meta)
+        return due_at(timestamp, meta)
 
     def lease(self, tx: LeaseTx, now: int, limit: int) -> tuple[list[Leased], int | None]:
         """Lease up to `limit` records over `tx` (see the module's docstring);
         returns them and, when fewer came, when the next waiting one falls due."""
         deadline = now + self.lease_ms
         window = max(limit, self.window)
-        receipts = [new_receipt() for _ in range(limit)]
         first: list[Leased] = []
         if tx.partitions == 1:
-            first = tx.lease_next(now, deadline, receipts, window)
+            first = tx.lease_next(now, deadline, [new_receipt() for _ in range(limit)], window)
             if len(first) == limit:
                 return first, None
             # The general path takes the rest; its window ends where it would
             # have (each lease moved the cursor one on).
             done = len(first)
-            limit, window, receipts = limit - done, window - done, receipts[done:]
+            limit, window = limit - done, window - done
         found = tx.candidates(now, limit, window, self.ordered)
         pool = [
             _candidate((-priority, due, seq, partition, offset, -1, deliveries, None))
@@ -173,10 +172,10 @@ class ReceivePolicy:
         pool.sort()
         chosen: set[tuple[int, int]] = set()
         takes: list[Take] = []
-        for (rank, _, _, partition, offset, row, deliveries, key), receipt in zip(pool[:limit], receipts):
+        for rank, _, _, partition, offset, row, deliveries, key in pool[:limit]:
             chosen.add((partition, offset))
             new = None if row < 0 else found.new[partition].row(row)
-            takes.append(Take(partition, offset, receipt, deliveries, -rank, key, new))
+            takes.append(Take(partition, offset, new_receipt(), deliveries, -rank, key, new))
         parks = [
             park
             for partition, seen in looked.items()
