@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tidelog.errors import PortInUse
 from tidelog.server.http.thread import ServerThread, free_port
 from tidelog.server.limits import Limits
 
@@ -197,6 +198,20 @@ def test_past_max_connections_busy_ones_are_refused_at_once(tmp_path):
         assert knocked.status_code == 503 and knocked.json()["error"]["code"] == "unavailable"
         assert polls == [200] * limits.max_connections  # the busy ones were not touched
         assert httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200
+
+
+def test_a_second_server_thread_on_a_taken_port_is_refused_not_shared(tmp_path):
+    # granian binds with SO_REUSEPORT on Linux: left to bind by itself, a
+    # second server on the port would listen too, and the kernel would hand
+    # it some of the first one's connections (a test saw its topic vanish).
+    with ServerThread(str(tmp_path / "first.db")) as first:
+        httpx.post(f"{first.url}/v1/topics", json={"name": "mine"}).raise_for_status()
+        with pytest.raises(PortInUse, match=f"port {first.port} is in use"):
+            ServerThread(str(tmp_path / "second.db"), port=first.port).start()
+        for _ in range(20):  # new connections, each to the first server
+            with httpx.Client(base_url=first.url) as fresh:
+                assert fresh.get("/v1/topics/mine").status_code == 200
+    assert not (tmp_path / "second.db").exists()
 
 
 # --- a client that hangs up mid-body (finding 14) ------------------------------------------

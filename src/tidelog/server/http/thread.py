@@ -5,6 +5,12 @@
 
 Runs the same app on the same granian server as `serve()`, in its own
 event loop, on a free loopback port unless told otherwise.
+
+The thread binds its port itself, as `serve()` does (server/listeners.py),
+without SO_REUSEPORT: left to granian, which sets it, two servers that
+chose the same free port (two test processes, say) would both listen on
+it and the kernel would split the connections between them, each answering
+from its own store.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import time
 from typing import Any
 
 from ...errors import ConfigurationError
+from ..listeners import Port, bind_tcp
 from .app import create_app
 from .run import build_server, stop_server
 
@@ -53,6 +60,7 @@ class ServerThread:
         self._server: Any = None
         self._app: Any = None
         self._error: BaseException | None = None
+        self._sock: socket.socket | None = None
 
     @property
     def url(self) -> str:
@@ -60,20 +68,21 @@ class ServerThread:
         return f"{scheme}://{self.host}:{self.port}"
 
     def start(self) -> ServerThread:
-        for _ in range(5):  # a free port can be taken between choosing and binding it
-            port = self.port or free_port(self.host)
-            if self._start_on(port):
-                self.port = port
-                return self
-            if self.port:
-                break
+        # Port 0: the kernel picks a free port as it binds, so no other
+        # program can take it between the choice and the bind.
+        sock = bind_tcp(self.host, Port("HTTP", self.port or 0))
+        self.port = sock.getsockname()[1]
+        if self._start_on(sock):
+            self._sock = sock
+            return self
+        sock.close()
         raise ConfigurationError(f"the server did not start: {self._error!r}")
 
-    def _start_on(self, port: int) -> bool:
+    def _start_on(self, sock: socket.socket) -> bool:
         self._error = None
         ready = threading.Event()
         app = self._app = create_app(self.target, self.token, **self.app_options)
-        server = build_server(app, self.host, port, *self.tls, **self.server_options)
+        server = build_server(app, self.host, self.port, *self.tls, sock=sock, **self.server_options)
 
         def run() -> None:
             async def main() -> None:
@@ -89,13 +98,13 @@ class ServerThread:
             finally:
                 ready.set()
 
-        self._thread = threading.Thread(target=run, name=f"tidelog-server-{port}", daemon=True)
+        self._thread = threading.Thread(target=run, name=f"tidelog-server-{self.port}", daemon=True)
         self._thread.start()
         ready.wait(START_TIMEOUT_S)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline and self._thread.is_alive():
             try:
-                with socket.create_connection((self.host, port), timeout=0.5):
+                with socket.create_connection((self.host, self.port), timeout=0.5):
                     return True
             except OSError:
                 time.sleep(0.005)
@@ -112,6 +121,9 @@ class ServerThread:
                 pass
         self._thread.join(START_TIMEOUT_S)
         self._thread = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
 
     def __enter__(self) -> ServerThread:
         return self.start()
