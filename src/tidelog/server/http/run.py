@@ -102,7 +102,7 @@ def build_server(
 ) -> Any:
     """granian's embedded server for `app`: on `sock`, a listening socket
     bound beforehand (listeners.py), else on host:port as granian binds it
-    (with SO_REUSEPORT on Linux: for the in-process ServerThread and benches);
+    (with SO_REUSEPORT on Linux: for the benches; ServerThread binds its own);
     with what granian itself can hold of the app's Limits. The app's
     connection guard holds the rest (connections.py), once told the port here."""
     from granian.constants import HTTPModes, Interfaces, SSLProtocols
