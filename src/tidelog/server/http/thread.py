@@ -71,18 +71,18 @@ class ServerThread:
         # Port 0: the kernel picks a free port as it binds, so no other
         # program can take it between the choice and the bind.
         sock = bind_tcp(self.host, Port("HTTP", self.port or 0))
-        self.port = sock.getsockname()[1]
-        if self._start_on(sock):
+        self.port = port = sock.getsockname()[1]
+        if self._start_on(sock, port):
             self._sock = sock
             return self
         sock.close()
         raise ConfigurationError(f"the server did not start: {self._error!r}")
 
-    def _start_on(self, sock: socket.socket) -> bool:
+    def _start_on(self, sock: socket.socket, port: int) -> bool:
         self._error = None
         ready = threading.Event()
         app = self._app = create_app(self.target, self.token, **self.app_options)
-        server = build_server(app, self.host, self.port, *self.tls, sock=sock, **self.server_options)
+        server = build_server(app, self.host, port, *self.tls, sock=sock, **self.server_options)
 
         def run() -> None:
             async def main() -> None:
@@ -98,13 +98,13 @@ class ServerThread:
             finally:
                 ready.set()
 
-        self._thread = threading.Thread(target=run, name=f"tidelog-server-{self.port}", daemon=True)
+        self._thread = threading.Thread(target=run, name=f"tidelog-server-{port}", daemon=True)
         self._thread.start()
         ready.wait(START_TIMEOUT_S)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline and self._thread.is_alive():
             try:
-                with socket.create_connection((self.host, self.port), timeout=0.5):
+                with socket.create_connection((self.host, port), timeout=0.5):
                     return True
             except OSError:
                 time.sleep(0.005)
