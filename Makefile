@@ -10,18 +10,22 @@ SERVE_STAMP := $(VENV)/.installed-server
 
 # Everything: the tests, lint, docs, every store and front (pyspark included).
 # uv installs what pip would (the same versions), in 22 s where pip took 50 (a fresh clone,
-# caches warm); it comes from PyPI through pip, into the venv.
+# caches warm); it comes from PyPI through pip, into the venv. --compile-bytecode: pip
+# compiles what it installs and uv does not by default; without .pyc files every Python
+# process the tests start (servers, workers, Spark's Python workers) compiles its imports.
+UV_INSTALL := $(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY)
+
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet uv
-	$(VENV)/bin/uv pip install --quiet --python $(PY) -e '.[dev,server,client,spark,postgres,resp,docs,jobs]'
+	$(UV_INSTALL) -e '.[dev,server,client,spark,postgres,resp,docs,jobs]'
 	touch $(STAMP)
 
 # What serving needs, no more: tidelog with its server extra (HTTP, Redis and Kafka fronts, the command).
 $(SERVE_STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet uv
-	$(VENV)/bin/uv pip install --quiet --python $(PY) -e '.[server]'
+	$(UV_INSTALL) -e '.[server]'
 	touch $(SERVE_STAMP)
 
 run: $(SERVE_STAMP)
@@ -37,14 +41,17 @@ lint: $(STAMP)
 # it. The Spark and slow tiers start first (tests/tiers.py); the fronts' tests run on a
 # server thread and on `tidelog serve --workers 2` (tests/conftest.py). docs/development.md.
 # TEST_ARGS: what to run instead of everything (`make test TEST_ARGS="-m 'not spark'"`).
+# PYTHONDONTWRITEBYTECODE is emptied (unset, to Python) for the run: set, every process
+# compiles tidelog and the tests again (and pytest rewrites every test module's asserts
+# in each of its workers) where a .pyc written once would do.
 TEST_WORKERS ?= 4
 TEST_ARGS ?=
 
 test: lint
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=20 $(TEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(TEST_WORKERS) --durations=20 $(TEST_ARGS)
 
 bench: $(STAMP)
-	$(VENV)/bin/uv pip install --quiet --python $(PY) -e '.[bench]'
+	$(UV_INSTALL) -e '.[bench]'
 	$(PY) bench/core.py
 	$(PY) bench/aio.py
 	$(PY) bench/postgres.py
