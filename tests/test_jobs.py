@@ -158,7 +158,9 @@ def test_heartbeat_after_stop_keeps_its_pace_and_never_extends_a_settled_job(tmp
     # lease at its interval (not in a tight loop), and never extend a lease the
     # job has just acked (which logged a spurious "job lease lost").
     log = tidelog.open(str(tmp_path / "jobs.db"))
-    jobs = tidelog.Jobs(log, queue="jobs", concurrency=2, visibility_timeout=0.3)
+    # A lease of 1.2 s, a heartbeat every 0.4 s: one of 0.3 s lapsed once when a loaded
+    # machine held the heartbeat thread back 0.3 s (make test, both cores busy).
+    jobs = tidelog.Jobs(log, queue="jobs", concurrency=2, visibility_timeout=1.2)
     extends = []
     extend = jobs.queue.extend
 
@@ -174,7 +176,7 @@ def test_heartbeat_after_stop_keeps_its_pace_and_never_extends_a_settled_job(tmp
         started.append(payload)
         if payload == "first":
             jobs.stop()
-        time.sleep(0.6)  # six heartbeat intervals of 0.1 s
+        time.sleep(2.4)  # six heartbeat intervals of 0.4 s
 
     for i in range(10):
         jobs.enqueue("slow", "first" if i == 0 else f"n{i}")
