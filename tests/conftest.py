@@ -58,6 +58,14 @@ def pytest_runtest_logreport(report):
         _TRIED.extend((report.nodeid, v) for k, v in report.user_properties if k == "tried")
 
 
+def pytest_sessionfinish(session, exitstatus):
+    # Once a run, in the process that ran it all (xdist's controller, or the only one).
+    if not hasattr(session.config, "workerinput"):
+        from pgschema import vacuum
+
+        vacuum()
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if _TRIED:
         terminalreporter.section("what the fault and fuzz tests tried")

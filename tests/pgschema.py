@@ -138,3 +138,22 @@ def tidelog_schema() -> Iterator[str]:
                 _FREE.append((name, shape))
             else:
                 admin.execute(f'DROP SCHEMA "{name}" CASCADE')
+
+
+def vacuum() -> None:
+    """VACUUM the tests' database, when there is one to reach.
+
+    A run makes and drops about a thousand schemas, and each leaves dead
+    rows in the system catalogs (pg_attribute, pg_depend, pg_class...). Where
+    autovacuum is off, as on the project's test machine, they pile up run
+    after run, and every new connection and catalog lookup reads through
+    them: after a day of runs pg_attribute held a million dead rows (223 MB),
+    and a run cost the server 149 CPU seconds where a clean one costs 67. A
+    VACUUM after each run lets the next one reuse the space (about a second)."""
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_URL, autocommit=True, connect_timeout=3) as conn:
+            conn.execute("VACUUM")
+    except Exception:  # no server, no driver: nothing piled up there
+        pass
