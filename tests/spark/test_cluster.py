@@ -191,6 +191,12 @@ def wait_until(what: str, predicate: Any, proc: subprocess.Popen, log_path: Path
     return found
 
 
+# On PostgreSQL alone: the run over a `tidelog serve` took 35-41 s more of a make test
+# bound by CPU (issue 28: under 8 minutes), and what it adds is tested apart: the Spark
+# source and sink reach every store through `tidelog.open`, the batch test above runs
+# on the cluster over http://, and the http:// store's transactional writes are in the
+# conformance suite.
+@pytest.mark.parametrize("store", ["postgresql"], indirect=True)
 def test_streaming_copy_survives_an_executor_kill_and_a_driver_restart(
     cluster, cluster_spark, store, tmp_path
 ):
