@@ -42,21 +42,22 @@ def _dump_sqlite(path: str) -> dict[str, list[tuple[Any, ...]]]:
         conn.close()
 
 
-# The last schema's connection, kept: a new one costs the server a backend and a cold
-# catalog cache, about 10 ms of its CPU, and the fuzz tests dump twice a case.
-_pg: dict[str, Any] = {}
+# The last schema's connection, kept as (url, connection): a new one costs the server a
+# backend and a cold catalog cache, about 10 ms of its CPU, and the fuzz tests dump twice
+# a case.
+_kept: tuple[str, Any] | None = None
 
 
 def _pg_connection(url: str) -> Any:
+    global _kept
     import psycopg
 
-    conn = _pg.get(url)
-    if conn is None or conn.closed:
-        for old in _pg.values():
-            old.close()
-        _pg.clear()
-        conn = _pg[url] = psycopg.connect(url, autocommit=True)
-    return conn
+    if _kept is not None and _kept[0] == url and not _kept[1].closed:
+        return _kept[1]
+    if _kept is not None:
+        _kept[1].close()
+    _kept = (url, psycopg.connect(url, autocommit=True))
+    return _kept[1]
 
 
 def _dump_postgres(url: str) -> dict[str, list[tuple[Any, ...]]]:
@@ -65,7 +66,7 @@ def _dump_postgres(url: str) -> dict[str, list[tuple[Any, ...]]]:
     try:
         return _read_postgres(_pg_connection(url), url)
     except psycopg.OperationalError:  # the kept connection died (a server restart): once more
-        _pg.pop(url, None)
+        _pg_connection(url).close()
         return _read_postgres(_pg_connection(url), url)
 
 
