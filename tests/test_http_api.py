@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import subprocess
@@ -204,8 +205,11 @@ def test_one_publish_answers_every_waiting_pull_once(serve, store_url):
         r.raise_for_status()
         return r.json()
 
-    async def woken_by(client: httpx.AsyncClient, groups: list[str], publish) -> list[dict]:
-        polls = [asyncio.create_task(pull(client, "fan", g, batch=1 + i % 3)) for i, g in enumerate(groups)]
+    async def woken_by(clients: list[httpx.AsyncClient], groups: list[str], publish) -> list[dict]:
+        polls = [
+            asyncio.create_task(pull(clients[i % len(clients)], "fan", g, batch=1 + i % 3))
+            for i, g in enumerate(groups)
+        ]
         await asyncio.sleep(0.5)  # the long-polls are waiting (one that is not finds the records at once)
         assert not any(p.done() for p in polls)
         (await publish()).raise_for_status()
@@ -215,18 +219,26 @@ def test_one_publish_answers_every_waiting_pull_once(serve, store_url):
         return [m["id"] for m in answer["messages"]]
 
     async def flow() -> None:
-        limits = httpx.Limits(max_connections=waiters + 10)
-        async with httpx.AsyncClient(base_url=server.url, timeout=30, limits=limits) as client:
+        # The waiters spread over ten clients: one pool of 160 connections spent most of the
+        # test's CPU in httpcore matching each request to a connection (every one looked at).
+        async with contextlib.AsyncExitStack() as stack:
+            clients = [
+                await stack.enter_async_context(httpx.AsyncClient(base_url=server.url, timeout=30))
+                for _ in range(10)
+            ]
+            client = clients[0]
             elsewhere = asyncio.create_task(pull(client, "other", "g0", wait=30))
             groups = [f"g{i}" for i in range(waiters)]
             # Three records in one write: each waiter gets as many as its batch asks for.
             three = {"records": [{"value": n} for n in (1, 2, 3)]}
-            first = await woken_by(client, groups, lambda: client.post("/v1/topics/fan/records", json=three))
+            first = await woken_by(clients, groups, lambda: client.post("/v1/topics/fan/records", json=three))
             assert [ids(r) for r in first] == [list(range(1, 2 + i % 3)) for i in range(waiters)]
             assert [m["payload"] for m in first[2]["messages"]] == [1, 2, 3]
             assert all(r["lastAckedId"] == 0 for r in first)
             # Nothing was committed: every group finds the same records again.
-            again = await asyncio.gather(*(pull(client, "fan", g, batch=5, wait=0) for g in groups))
+            again = await asyncio.gather(
+                *(pull(clients[i % 10], "fan", g, batch=5, wait=0) for i, g in enumerate(groups))
+            )
             assert all(ids(r) == [1, 2, 3] and r["lastAckedId"] == 0 for r in again)
             # Half the groups ack them and wait for the next: each gets record 4 once, after its offset.
             acked = groups[::2]
@@ -234,11 +246,13 @@ def test_one_publish_answers_every_waiting_pull_once(serve, store_url):
                 r = await client.post("/api/topics/fan/ack", json={"group": g, "lastAckedId": 3})
                 assert r.json()["lastAckedId"] == 3
             second = await woken_by(
-                client, acked, lambda: client.post("/api/topics/fan/publish", json={"payload": {"n": 4}})
+                clients, acked, lambda: client.post("/api/topics/fan/publish", json={"payload": {"n": 4}})
             )
             assert all([(m["id"], m["payload"]) for m in r["messages"]] == [(4, {"n": 4})] for r in second)
             assert all(r["lastAckedId"] == 3 for r in second)
-            rest = await asyncio.gather(*(pull(client, "fan", g, batch=5, wait=0) for g in groups[1::2]))
+            rest = await asyncio.gather(
+                *(pull(clients[i % 10], "fan", g, batch=5, wait=0) for i, g in enumerate(groups[1::2]))
+            )
             assert all(ids(r) == [1, 2, 3, 4] and r["lastAckedId"] == 0 for r in rest)
             # A waiter on another topic slept through both publishes (or timed out with nothing).
             assert not elsewhere.done() or elsewhere.result()["messages"] == []
