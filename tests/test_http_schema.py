@@ -2,19 +2,25 @@
 
 Every route of the app, on each store: the OpenAPI document's, plus what it
 leaves out (the console's pages and forms, /docs, /openapi.json, /),
-described below for the fuzzer only. Bounded: a few examples per
-operation. Long-polls are held to a short cap on this server so that
-generated `wait=` values do not make the run slow; the SSE stream, which
-never ends by design, is called and closed once its answer's head came;
-`POST /subscribe` may keep waiting for a record (its protocol), so a read
-that times out there is no failure.
+described below for the fuzzer only. Each operation runs schemathesis's
+phases (coverage, the document's examples where it has any, fuzzing),
+bounded: a few fuzzed examples per operation. Long-polls are held to a
+short cap on this server so that generated `wait=` values do not make the
+run slow; the SSE stream, which never ends by design, is called and closed
+once its answer's head came; `POST /subscribe` may keep waiting for a
+record (its protocol), so a read that times out there is no failure.
+
+An operation's schemathesis test is built when it first runs, not at
+collection (`@schema.parametrize()`): building one generates its coverage
+cases, and every xdist worker collects this module though one runs it.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -24,6 +30,10 @@ from hypothesis import HealthCheck, settings
 from pgschema import postgres_schema
 
 schemathesis = pytest.importorskip("schemathesis")
+from schemathesis.generation.feedback import FeedbackSources  # noqa: E402
+from schemathesis.pytest._test_builder import build_operation_test  # noqa: E402
+from schemathesis.python._constants.orchestrator import make_constants_value_source  # noqa: E402
+
 from tidelog.server.http.openapi import spec  # noqa: E402
 
 # schemathesis's negative-mode generation draws from the `random` module inside its
@@ -83,7 +93,10 @@ def _document() -> dict:
     return document
 
 
-schema = schemathesis.openapi.from_dict(_document())
+DOCUMENT = _document()
+schema = schemathesis.openapi.from_dict(DOCUMENT)
+# Every operation, as schemathesis labels them ("POST /v1/topics"), read off the document.
+OPERATIONS = [f"{method.upper()} {path}" for path, ops in DOCUMENT["paths"].items() for method in ops]
 
 
 @schemathesis.serializer("application/x-ndjson")
@@ -119,9 +132,37 @@ def served(request, tmp_path_factory) -> Iterator[str]:
         yield from run(str(tmp_path_factory.mktemp("fuzz") / "fuzz.db"))
 
 
-@schema.parametrize()
+# Built once an operation, on first use, in the worker that runs this module: what
+# `@schema.parametrize()` builds at collection, for every operation, in every worker.
+_built: dict[str, Callable[..., None]] = {}
+_feedback: list[FeedbackSources] = []
+
+
+def _test_of(label: str) -> Callable[..., None]:
+    """The operation's schemathesis test, built as its pytest plugin builds one: the
+    project config's phases (coverage, examples, fuzzing) and settings, around `check`."""
+    if label not in _built:
+        if not _feedback:
+            _feedback.append(FeedbackSources(constants_value_source=make_constants_value_source(schema)))
+        operation = schema.find_operation_by_label(label)
+        assert operation is not None, label
+        _built[label] = build_operation_test(
+            config=schema.config, operation=operation, test_func=check, given_kwargs={}, feedback=_feedback[0]
+        )
+    return _built[label]
+
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_no_input_makes_a_server_error(operation, served, tried):
+    phases: Counter[str] = Counter()
+    _test_of(operation)(served=served, phases=phases)
+    assert phases, f"{operation}: no case ran"
+    tried(cases=sum(phases.values()), **phases)
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
-def test_no_input_makes_a_server_error(case, served):
+def check(case, served: str, phases: Counter[str]) -> None:
+    phases[case.meta.phase.name.value] += 1
     if case.path == "/v1/topics/{topic}/stream":  # never ends: its status is enough
         kwargs = case.as_transport_kwargs(base_url=served)
         with httpx.Client(timeout=10) as http:
