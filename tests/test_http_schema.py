@@ -2,19 +2,26 @@
 
 Every route of the app, on each store: the OpenAPI document's, plus what it
 leaves out (the console's pages and forms, /docs, /openapi.json, /),
-described below for the fuzzer only. Bounded: a few examples per
-operation. Long-polls are held to a short cap on this server so that
-generated `wait=` values do not make the run slow; the SSE stream, which
-never ends by design, is called and closed once its answer's head came;
-`POST /subscribe` may keep waiting for a record (its protocol), so a read
-that times out there is no failure.
+described below for the fuzzer only. Each operation runs schemathesis's
+phases (coverage, the document's examples where it has any, fuzzing),
+bounded: a few fuzzed examples per operation. Long-polls are held to a
+short cap on this server so that generated `wait=` values do not make the
+run slow; the SSE stream, which never ends by design, is called and closed
+once its answer's head came; `POST /subscribe` may keep waiting for a
+record (its protocol), so a read that times out there is no failure.
+
+An operation's schemathesis test is built when it first runs, not at
+collection (`@schema.parametrize()`): building one generates its coverage
+cases, and every xdist worker collects this module though one runs it.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -24,6 +31,12 @@ from hypothesis import HealthCheck, settings
 from pgschema import postgres_schema
 
 schemathesis = pytest.importorskip("schemathesis")
+from schemathesis.generation.feedback import FeedbackSources  # noqa: E402
+from schemathesis.pytest._test_builder import build_operation_test  # noqa: E402
+from schemathesis.python._constants.orchestrator import make_constants_value_source  # noqa: E402
+from schemathesis.schemas import BaseSchema  # noqa: E402
+from schemathesis.transport.requests import ManagedCookiesSession  # noqa: E402
+
 from tidelog.server.http.openapi import spec  # noqa: E402
 
 # schemathesis's negative-mode generation draws from the `random` module inside its
@@ -83,7 +96,9 @@ def _document() -> dict:
     return document
 
 
-schema = schemathesis.openapi.from_dict(_document())
+DOCUMENT = _document()
+# Every operation, as schemathesis labels them ("POST /v1/topics"), read off the document.
+OPERATIONS = [f"{method.upper()} {path}" for path, ops in DOCUMENT["paths"].items() for method in ops]
 
 
 @schemathesis.serializer("application/x-ndjson")
@@ -119,19 +134,62 @@ def served(request, tmp_path_factory) -> Iterator[str]:
         yield from run(str(tmp_path_factory.mktemp("fuzz") / "fuzz.db"))
 
 
-@schema.parametrize()
+# Built once an operation, on first use, in the worker that runs this module: what
+# `@schema.parametrize()` builds at collection, for every operation, in every worker.
+_built: dict[str, Callable[..., None]] = {}
+
+
+@functools.cache
+def _schema() -> tuple[BaseSchema, FeedbackSources]:
+    """The document loaded (0.7 CPU s, also spared the workers that do not run this module),
+    and the feedback its operations' tests share (as the pytest plugin's do)."""
+    schema = schemathesis.openapi.from_dict(DOCUMENT)
+    return schema, FeedbackSources(constants_value_source=make_constants_value_source(schema))
+
+
+def _test_of(label: str) -> Callable[..., None]:
+    """The operation's schemathesis test, built as its pytest plugin builds one: the
+    project config's phases (coverage, examples, fuzzing) and settings, around `check`."""
+    if label not in _built:
+        schema, feedback = _schema()
+        operation = schema.find_operation_by_label(label)
+        assert operation is not None, label
+        _built[label] = build_operation_test(
+            config=schema.config, operation=operation, test_func=check, given_kwargs={}, feedback=feedback
+        )
+    return _built[label]
+
+
+@pytest.fixture(scope="module")
+def session() -> Iterator[requests.Session]:
+    """The cases' HTTP session, kept alive from case to case (a session and a connection
+    a case cost about 12 of this module's 90 CPU seconds), dropping the cookies an answer
+    set before the next case: as schemathesis's own runner sends its cases."""
+    with ManagedCookiesSession() as http:
+        yield http
+
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_no_input_makes_a_server_error(operation, served, session, tried):
+    phases: Counter[str] = Counter()
+    _test_of(operation)(served=served, session=session, phases=phases)
+    assert phases, f"{operation}: no case ran"
+    tried(cases=sum(phases.values()), **phases)
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
-def test_no_input_makes_a_server_error(case, served):
+def check(case, served: str, session: requests.Session, phases: Counter[str]) -> None:
+    phases[case.meta.phase.name.value] += 1
     if case.path == "/v1/topics/{topic}/stream":  # never ends: its status is enough
         kwargs = case.as_transport_kwargs(base_url=served)
-        with httpx.Client(timeout=10) as http:
+        with httpx.Client(timeout=10, verify=False) as http:  # plain http: no CA bundle to load
             request = http.build_request(kwargs["method"], kwargs["url"], params=kwargs.get("params"))
             response = http.send(request, stream=True)
             response.close()
         assert response.status_code < 500, f"{case.method} {case.formatted_path}"
         return
     try:
-        response = case.call(base_url=served, timeout=10)
+        response = case.call(base_url=served, session=session, timeout=10)
     except requests.exceptions.ReadTimeout:
         assert case.path == "/subscribe/{topic}", f"{case.method} {case.formatted_path}: no answer"
         return  # a subscriber waiting for its next record
