@@ -13,12 +13,15 @@ SERVE_STAMP := $(VENV)/.installed-server
 # caches warm); it comes from PyPI through pip, into the venv. --compile-bytecode: pip
 # compiles what it installs and uv does not by default; without .pyc files every Python
 # process the tests start (servers, workers, Spark's Python workers) compiles its imports.
+# Spark's Python processes import pyspark from the zip in pyspark's python/lib, not from
+# site-packages: tools/pyspark_zip_bytecode.py adds bytecode to it (docs/development.md).
 UV_INSTALL := $(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet uv
 	$(UV_INSTALL) -e '.[dev,server,client,spark,postgres,resp,docs,jobs]'
+	$(PY) tools/pyspark_zip_bytecode.py
 	touch $(STAMP)
 
 # What serving needs, no more: tidelog with its server extra (HTTP, Redis and Kafka fronts, the command).
