@@ -336,9 +336,7 @@ class SQLiteQueues(SQLiteBase):
         finished = self._finished_receipt(db, group, pid, offset)
         if finished is not None:
             return finished == receipt
-        row = db.execute(
-            "SELECT scanned FROM queue_cursors WHERE grp = ? AND pid = ?", (group, pid)
-        ).fetchone()
+        row = db.execute(_SCANNED, (group, pid)).fetchone()
         return row is not None and offset <= row[0]
 
     def queue_dead_letter(
@@ -404,9 +402,7 @@ class SQLiteQueues(SQLiteBase):
                         )
                     )
                 )
-                srow = conn.execute(
-                    "SELECT scanned FROM queue_cursors WHERE grp = ? AND pid = ?", (group, pid)
-                ).fetchone()
+                srow = conn.execute(_SCANNED, (group, pid)).fetchone()
                 scanned = srow[0] if srow else 0
                 last = conn.execute(
                     "SELECT max(id) - ?1 FROM records WHERE id BETWEEN ?1 AND ?2", (lo, lo + OFFSET_SPAN - 1)
