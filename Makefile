@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench docs docs-serve clean
+.PHONY: run test lint bench docs docs-serve clean system-packages
 
 SERVE_STAMP := $(VENV)/.installed-server
 
@@ -50,7 +50,12 @@ lint: $(STAMP)
 TEST_WORKERS ?= 4
 TEST_ARGS ?=
 
-test: lint
+# The commands the tests run that pip cannot install (chromium, kcat, redis-cli, ...): from
+# Debian's packages when missing (tools/system-packages.sh); nothing when all are there.
+system-packages:
+	sh tools/system-packages.sh
+
+test: lint system-packages
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(TEST_WORKERS) --durations=20 $(TEST_ARGS)
 
 bench: $(STAMP)

@@ -1,0 +1,31 @@
+#!/bin/sh
+# The Debian packages whose commands the tests run (make test), installed when missing:
+# chromium drives the console and docs browser tests, kcat the Kafka front's test and
+# its docs snippet, redis-cli, curl and openssl the docs snippets and the fronts' tests.
+# Python packages come from pyproject.toml; these are the commands pip cannot install.
+# As root, or with sudo that asks for no password, apt-get installs what is missing;
+# otherwise this says what to install and fails, as the tests that need it would.
+set -eu
+
+missing=""
+need() {  # need COMMAND PACKAGE
+    command -v "$1" >/dev/null 2>&1 || missing="$missing $2"
+}
+need chromium chromium
+need kcat kcat
+need redis-cli redis-tools
+need curl curl
+need openssl openssl
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" = 0 ]; then
+    as_root=""
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    as_root="sudo -n"
+else
+    echo "make test needs Debian's packages:$missing (apt-get install$missing)" >&2
+    exit 1
+fi
+echo "installing Debian's packages:$missing"
+$as_root apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -qq $missing >/dev/null
