@@ -21,7 +21,9 @@ from conftest import need_service
 # Where the tests write the pages' screenshots: a temporary folder, so that a run leaves
 # the checkout as it found it (each run's pixels differ: times, rates, ids);
 # TIDELOG_SCREENSHOTS=docs/screenshots refreshes the ones the README and the docs show.
-SCREENSHOTS = Path(os.environ.get("TIDELOG_SCREENSHOTS") or Path(tempfile.gettempdir()) / "tidelog-screenshots")
+SCREENSHOTS = Path(
+    os.environ.get("TIDELOG_SCREENSHOTS") or Path(tempfile.gettempdir()) / "tidelog-screenshots"
+)
 
 
 def chromium_path() -> str | None:
