@@ -4,7 +4,8 @@
 # its docs snippet, redis-cli, curl and openssl the docs snippets and the fronts' tests.
 # Python packages come from pyproject.toml; these are the commands pip cannot install.
 # As root, or with sudo that asks for no password, apt-get installs what is missing;
-# otherwise this says what to install and fails, as the tests that need it would.
+# otherwise this says what to install and goes on: the tests that need it skip on a
+# laptop and fail under CI (CI set), each naming what it misses.
 set -eu
 
 missing=""
@@ -23,8 +24,8 @@ if [ "$(id -u)" = 0 ]; then
 elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
     as_root="sudo -n"
 else
-    echo "make test needs Debian's packages:$missing (apt-get install$missing)" >&2
-    exit 1
+    echo "warning: some tests need Debian's packages:$missing (apt-get install$missing)" >&2
+    exit 0
 fi
 echo "installing Debian's packages:$missing"
 $as_root apt-get update -qq
