@@ -205,10 +205,9 @@ def test_one_publish_answers_every_waiting_pull_once(serve, store_url):
         r.raise_for_status()
         return r.json()
 
-    async def woken_by(clients: list[httpx.AsyncClient], groups: list[str], publish) -> list[dict]:
+    async def woken_by(client_of: dict[str, httpx.AsyncClient], groups: list[str], publish) -> list[dict]:
         polls = [
-            asyncio.create_task(pull(clients[i % len(clients)], "fan", g, batch=1 + i % 3))
-            for i, g in enumerate(groups)
+            asyncio.create_task(pull(client_of[g], "fan", g, batch=1 + i % 3)) for i, g in enumerate(groups)
         ]
         await asyncio.sleep(0.5)  # the long-polls are waiting (one that is not finds the records at once)
         assert not any(p.done() for p in polls)
@@ -229,16 +228,17 @@ def test_one_publish_answers_every_waiting_pull_once(serve, store_url):
             client = clients[0]
             elsewhere = asyncio.create_task(pull(client, "other", "g0", wait=30))
             groups = [f"g{i}" for i in range(waiters)]
+            client_of = {g: clients[i % len(clients)] for i, g in enumerate(groups)}
             # Three records in one write: each waiter gets as many as its batch asks for.
             three = {"records": [{"value": n} for n in (1, 2, 3)]}
-            first = await woken_by(clients, groups, lambda: client.post("/v1/topics/fan/records", json=three))
+            first = await woken_by(
+                client_of, groups, lambda: client.post("/v1/topics/fan/records", json=three)
+            )
             assert [ids(r) for r in first] == [list(range(1, 2 + i % 3)) for i in range(waiters)]
             assert [m["payload"] for m in first[2]["messages"]] == [1, 2, 3]
             assert all(r["lastAckedId"] == 0 for r in first)
             # Nothing was committed: every group finds the same records again.
-            again = await asyncio.gather(
-                *(pull(clients[i % len(clients)], "fan", g, batch=5, wait=0) for i, g in enumerate(groups))
-            )
+            again = await asyncio.gather(*(pull(client_of[g], "fan", g, batch=5, wait=0) for g in groups))
             assert all(ids(r) == [1, 2, 3] and r["lastAckedId"] == 0 for r in again)
             # Half the groups ack them and wait for the next: each gets record 4 once, after its offset.
             acked = groups[::2]
@@ -246,15 +246,12 @@ def test_one_publish_answers_every_waiting_pull_once(serve, store_url):
                 r = await client.post("/api/topics/fan/ack", json={"group": g, "lastAckedId": 3})
                 assert r.json()["lastAckedId"] == 3
             second = await woken_by(
-                clients, acked, lambda: client.post("/api/topics/fan/publish", json={"payload": {"n": 4}})
+                client_of, acked, lambda: client.post("/api/topics/fan/publish", json={"payload": {"n": 4}})
             )
             assert all([(m["id"], m["payload"]) for m in r["messages"]] == [(4, {"n": 4})] for r in second)
             assert all(r["lastAckedId"] == 3 for r in second)
             rest = await asyncio.gather(
-                *(
-                    pull(clients[i % len(clients)], "fan", g, batch=5, wait=0)
-                    for i, g in enumerate(groups[1::2])
-                )
+                *(pull(client_of[g], "fan", g, batch=5, wait=0) for g in groups[1::2])
             )
             assert all(ids(r) == [1, 2, 3, 4] and r["lastAckedId"] == 0 for r in rest)
             # A waiter on another topic slept through both publishes (or timed out with nothing).

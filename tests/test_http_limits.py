@@ -3,6 +3,9 @@ the maximum, not refused; below 1 or not a number it is still a 400."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import httpx
 import pytest
 
@@ -12,30 +15,29 @@ from tidelog.server.http.v1 import MAX_READ
 N = MAX_READ + 5
 
 
-def client_on(serve, records: int):
+@contextlib.contextmanager
+def client_on(serve, records: int) -> Iterator[httpx.Client]:
     """A client of a new server whose topic `big` holds `records` records."""
     server = serve()
-    client = httpx.Client(base_url=server.url, timeout=30)
-    client.post("/v1/topics", json={"name": "big"})
-    sent = client.post("/v1/topics/big/records", json={"records": [{"value": i} for i in range(records)]})
-    assert sent.status_code == 200
-    return client
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        client.post("/v1/topics", json={"name": "big"})
+        sent = client.post("/v1/topics/big/records", json={"records": [{"value": i} for i in range(records)]})
+        assert sent.status_code == 200
+        yield client
 
 
 @pytest.fixture
 def http(serve):
     # More records than a read answers, so that a clamped read shows.
-    client = client_on(serve, N)
-    yield client
-    client.close()
+    with client_on(serve, N) as client:
+        yield client
 
 
 @pytest.fixture
 def small(serve):
     # A refusal needs a topic, not a full one: filling it cost each test 3 CPU s.
-    client = client_on(serve, 1)
-    yield client
-    client.close()
+    with client_on(serve, 1) as client:
+        yield client
 
 
 def test_large_limits_are_clamped(http):

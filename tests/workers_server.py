@@ -153,11 +153,6 @@ class WorkersServer:
     def stop(self) -> None:
         stop(self._proc, self._errors)
 
-    def errors(self) -> str:
-        """The last of what the server wrote to stderr (for a failing test's message)."""
-        self._errors.seek(0)
-        return str(self._errors.read()[-3000:])
-
     def __getattr__(self, name: str) -> Any:
         # ServerThread's in-process parts (its app, its loop, its log).
         pytest.skip(f"this test reaches into the server ({name}): it needs the in-process server")

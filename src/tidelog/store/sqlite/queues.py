@@ -176,8 +176,10 @@ class SQLiteQueues(SQLiteBase):
         """The common case in one autocommit statement: lease the next new
         record of a one-partition topic when nothing released or expired is
         due first and no record within `window` of the cursor carries meta
-        (so none has a delay or a priority). None sends the caller down the
-        general path (which also tells a missing group from an empty queue)."""
+        (so none has a delay or a priority). `checked`: the record id up to
+        which an earlier call of the same receive found no meta, not looked at
+        again. None sends the caller down the general path (which also tells a
+        missing group from an empty queue)."""
         lo = pid << OFFSET_BITS
         with self._lock:
             # fetchall: step the statement to its end, so its transaction ends here.
