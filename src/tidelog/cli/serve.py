@@ -305,27 +305,10 @@ def serve(
         raise click.UsageError("--resp-port must differ from --port")
     if kafka_port and kafka_port in (port, resp_port):
         raise click.UsageError("--kafka-port must differ from --port and --resp-port")
-    if kafka_port:
-        try:
-            import kio  # noqa: F401
-        except ImportError:
-            raise click.ClickException(
-                "the Kafka protocol needs kio: pip install 'tidelog[kafka]' (or --kafka-port 0)"
-            ) from None
-    if resp_port:
-        try:
-            import hiredis  # noqa: F401
-        except ImportError:
-            raise click.ClickException(
-                "the Redis protocol needs hiredis: pip install 'tidelog[resp]' (or --resp-port 0)"
-            ) from None
-    try:
-        # Imported here: the server's dependencies are an optional extra.
-        import tidelog.server as server
-    except ImportError as e:
-        raise click.ClickException(
-            f"the server is not installed ({e}): pip install 'tidelog[server]'"
-        ) from None
+    # Imported here: the server's dependencies are an optional extra (one line naming it when missing).
+    import tidelog.server as server
+
+    server.need_extra(resp=bool(resp_port), kafka=bool(kafka_port))
     if workers == 0:
         # A private in-memory log, or a port the kernel picks, is one process's. On SQLite one
         # process is the faster server too (measured: docs/benchmarks.md): N processes
