@@ -41,6 +41,7 @@ LIMIT_FLAGS = {
     "handshake_timeout": "--handshake-timeout",
     "max_hold": "--max-hold",
     "max_request": "--max-request",
+    "max_invalid_commands": "--max-invalid-commands",
 }
 
 

@@ -25,6 +25,7 @@ from tidelog.server.limits import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_HOLD_S,
+    DEFAULT_MAX_INVALID_COMMANDS,
     Limits,
 )
 from tidelog.store import LOCAL_SCHEMES, scheme_of
@@ -236,6 +237,15 @@ def read_token_file(path: str) -> tuple[str, int]:
     " checked against announced lengths before reading.",
 )
 @click.option(
+    "--max-invalid-commands",
+    type=click.IntRange(1, 1 << 20),
+    default=DEFAULT_MAX_INVALID_COMMANDS,
+    show_default=True,
+    metavar="N",
+    help="Close a subscriber (WebSocket, POST /subscribe) after N invalid commands in a row (each"
+    " answered, the last with why it closes).",
+)
+@click.option(
     "--max-restarts",
     type=click.IntRange(0, 1000),
     default=DEFAULT_MAX_RESTARTS,
@@ -278,6 +288,7 @@ def serve(
     handshake_timeout: float,
     max_hold: float,
     max_request: int,
+    max_invalid_commands: int,
     max_restarts: int,
     restart_window: float,
 ) -> None:
@@ -345,6 +356,7 @@ def serve(
             handshake_timeout=handshake_timeout,
             max_hold=max_hold,
             max_request=max_request,
+            max_invalid_commands=max_invalid_commands,
         ),
         restarts=Restarts(max_restarts=max_restarts, window=restart_window),
     )

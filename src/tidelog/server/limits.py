@@ -22,6 +22,7 @@ DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
 DEFAULT_MAX_HOLD_S = 60.0
 DEFAULT_MAX_REQUEST = 64 << 20
 DEFAULT_MAX_ARGS = 1 << 20
+DEFAULT_MAX_INVALID_COMMANDS = 16
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,11 @@ class Limits:
         checked against the lengths a client announces before anything is
         allocated for them.
     max_args: the most arguments one RESP command may announce.
+    max_invalid_commands: a subscriber (WebSocket, POST /subscribe) that sends
+        this many invalid commands in a row is closed: each is answered with
+        its error, the last with the reason it is closed. A client that sends
+        junk costs a bounded amount of work, however much it sent before it
+        hung up; a valid command starts the count again.
     """
 
     max_connections: int = DEFAULT_MAX_CONNECTIONS
@@ -53,6 +59,7 @@ class Limits:
     max_hold: float = DEFAULT_MAX_HOLD_S
     max_request: int = DEFAULT_MAX_REQUEST
     max_args: int = DEFAULT_MAX_ARGS
+    max_invalid_commands: int = DEFAULT_MAX_INVALID_COMMANDS
 
     def __post_init__(self) -> None:
         self.validate()
@@ -63,6 +70,7 @@ class Limits:
             check_int("max_connections", self.max_connections, 1, 1 << 20)
             check_int("max_request", self.max_request, 1024, 1 << 31)
             check_int("max_args", self.max_args, 16, 1 << 24)
+            check_int("max_invalid_commands", self.max_invalid_commands, 1, 1 << 20)
         except Exception as e:
             raise ConfigurationError(str(e)) from None
         for name in ("idle_timeout", "handshake_timeout", "max_hold"):
