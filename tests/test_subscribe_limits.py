@@ -333,7 +333,7 @@ def read_until_closed(sock: socket.socket, limit: int = 1 << 20) -> bytes:
     return got
 
 
-def test_a_duplex_stream_of_junk_is_answered_once_and_closed(serve):
+def test_a_duplex_stream_of_junk_is_closed_at_the_limit(serve):
     server = serve(limits=Limits(max_invalid_commands=16))
     sock = socket.create_connection(("127.0.0.1", httpx.URL(server.url).port))
     sock.sendall(b"POST /subscribe/jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -358,7 +358,7 @@ def test_a_duplex_stream_of_junk_is_answered_once_and_closed(serve):
     assert httpx.get(f"{server.url}/healthz", timeout=5).status_code == 200
 
 
-def test_a_websocket_of_junk_is_answered_once_and_closed(serve):
+def test_a_websocket_of_junk_is_closed_at_the_limit(serve):
     server = serve(limits=Limits(max_invalid_commands=4))
     assert httpx.post(f"{server.url}/v1/topics", json={"name": "jobs"}, timeout=10).status_code == 201
 
