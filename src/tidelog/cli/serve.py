@@ -21,6 +21,9 @@ from tidelog.server.http.workers import (
     default_workers,
 )
 from tidelog.server.limits import (
+    DEFAULT_AUTH_FREE_FAILURES,
+    DEFAULT_AUTH_MAX_WAIT_S,
+    DEFAULT_AUTH_WAIT_S,
     DEFAULT_HANDSHAKE_TIMEOUT_S,
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
@@ -246,6 +249,32 @@ def read_token_file(path: str) -> tuple[str, int]:
     " answered, the last with why it closes).",
 )
 @click.option(
+    "--auth-free-failures",
+    type=click.IntRange(0, 1 << 20),
+    default=DEFAULT_AUTH_FREE_FAILURES,
+    show_default=True,
+    metavar="N",
+    help="Wrong tokens a client address may send (every front counted together) before it waits"
+    " between tries.",
+)
+@click.option(
+    "--auth-wait",
+    type=click.FloatRange(0, 86_400),
+    default=DEFAULT_AUTH_WAIT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="The wait after the first failure past --auth-free-failures, doubled after each next one.",
+)
+@click.option(
+    "--auth-max-wait",
+    type=click.FloatRange(0, 86_400),
+    default=DEFAULT_AUTH_MAX_WAIT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="The longest wait between tries of an address that keeps failing (its tries are refused"
+    " unread meanwhile, the right token too).",
+)
+@click.option(
     "--max-restarts",
     type=click.IntRange(0, 1000),
     default=DEFAULT_MAX_RESTARTS,
@@ -289,6 +318,9 @@ def serve(
     max_hold: float,
     max_request: int,
     max_invalid_commands: int,
+    auth_free_failures: int,
+    auth_wait: float,
+    auth_max_wait: float,
     max_restarts: int,
     restart_window: float,
 ) -> None:
@@ -357,6 +389,9 @@ def serve(
             max_hold=max_hold,
             max_request=max_request,
             max_invalid_commands=max_invalid_commands,
+            auth_free_failures=auth_free_failures,
+            auth_wait=auth_wait,
+            auth_max_wait=auth_max_wait,
         ),
         restarts=Restarts(max_restarts=max_restarts, window=restart_window),
     )

@@ -190,6 +190,13 @@ class Metrics:
             "HTTP requests whose client went away before the answer",
             registry=r,
         )
+        self.auth = Counter(
+            "tidelog_auth_refusals",
+            "Authentications refused, by front (http, console, resp, kafka) and outcome: failed (a wrong"
+            " token) or throttled (refused unread: the address failed too often, server/throttle.py)",
+            ["front", "outcome"],
+            registry=r,
+        )
         self.commits = Counter("tidelog_group_commits", "Transactions of the group-commit writer", registry=r)
         qg = ["topic", "group"]
         self.deliveries = Counter(

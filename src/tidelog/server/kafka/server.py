@@ -29,6 +29,7 @@ from ...log import Log
 from ..limits import Limits
 from ..runtime.hub import AppendHub
 from ..runtime.writer import GroupCommitWriter
+from ..throttle import AuthThrottle
 from .broker import Broker, Session
 from .handlers import HANDLERS
 from .sasl import raw_token
@@ -135,7 +136,8 @@ class Connection:
         self.reader = reader
         self.writer = writer
         peer = writer.get_extra_info("peername")
-        self.session = Session(broker, f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "?")
+        address = peer if isinstance(peer, tuple) else ("?", 0)
+        self.session = Session(broker, f"{address[0]}:{address[1]}", str(address[0]))
 
     async def serve(self) -> None:
         """Read frames until the client leaves; answer each in order.
@@ -293,6 +295,7 @@ async def start_kafka_server(
     limits: Limits | None = None,
     advertised_host: str | None = None,
     sock: socket.socket | None = None,
+    throttle: AuthThrottle | None = None,
 ) -> asyncio.Server:
     """Listen for Kafka's protocol on host:port (0 picks a free port).
 
@@ -301,7 +304,8 @@ async def start_kafka_server(
     group-commit writer to share (own ones when None). `advertised_host`:
     the host clients are told to connect to (default: `host`). `sock`: a
     listening socket to accept on instead of binding (`serve` binds every
-    port first: server/listeners.py).
+    port first: server/listeners.py). `throttle`: failed logins counted with
+    the other fronts' (an own one when None).
     """
-    broker = Broker(log, token, hub, writer, limits, advertised_host)
+    broker = Broker(log, token, hub, writer, limits, advertised_host, throttle)
     return await KafkaServer(broker).start(host, port, reuse_port, sock)

@@ -39,6 +39,7 @@ from ...streams import Add, Streams
 from ..limits import Limits
 from ..runtime.hub import AppendHub
 from ..runtime.threads import LoopThreads
+from ..throttle import AuthThrottle
 from .codec import RespError, arity_error, encode, error, text, translate
 
 try:
@@ -159,6 +160,7 @@ class RespServer:
         hub: AppendHub | None = None,
         limits: Limits | None = None,
         subscribe_frames: str = "miniqueue",
+        throttle: AuthThrottle | None = None,
     ):
         if not HIREDIS:
             raise ConfigurationError("the Redis protocol front needs hiredis: pip install 'tidelog[resp]'")
@@ -173,6 +175,9 @@ class RespServer:
         self.token = token or None
         self.limits = limits or Limits()
         self.subscribe_frames = subscribe_frames
+        self.throttle = (
+            throttle if throttle is not None else AuthThrottle.of(self.limits)
+        )  # shared with the other fronts by `serve`
         # Store calls; a command's round trip to them is a queue put and one
         # call_soon_threadsafe back (LoopThreads), not a pool's chained futures.
         self.threads = LoopThreads(8, "tidelog-resp")
@@ -272,6 +277,8 @@ class Connection:
         self.server = server
         self.stream = reader
         self.transport_writer = writer
+        peer = writer.get_extra_info("peername")
+        self.host = str(peer[0]) if isinstance(peer, tuple) else ""  # what the login throttle counts
         self._authenticated = server.token is None
         self.requests = RequestReader(server.limits, self._authenticated)
         self.read_task: asyncio.Future | None = None
