@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-import redis.asyncio as aioredis
 
 import tidelog
 from conformance.conftest import STORE_KINDS, _store_class, store_has

@@ -20,6 +20,7 @@ import pytest
 
 from conformance.conftest import STORE_KINDS
 from h2stream import H2Stream, StreamEnded
+from sockets import server_end_owned
 from tidelog.server.http.thread import ServerThread
 from tidelog.server.limits import Limits
 
@@ -67,23 +68,6 @@ def until(condition: Any) -> bool:
             return False
         time.sleep(0.05)
     return True
-
-
-def server_end_owned(server_port: int, client_port: int) -> bool:
-    """Whether a process holds the server's end of a loopback connection (its
-    socket has an inode in /proc/net/tcp; a closed one with data still unsent
-    has none); False too when the kernel has forgotten it."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as f:
-            for line in f.read().splitlines()[1:]:
-                fields = line.split()
-                local, remote = fields[1], fields[2]
-                if (
-                    int(local.rsplit(":", 1)[1], 16) == server_port
-                    and int(remote.rsplit(":", 1)[1], 16) == client_port
-                ):
-                    return fields[9] != "0"
-    return False
 
 
 def released(server: Any) -> bool:

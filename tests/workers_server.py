@@ -42,6 +42,7 @@ LIMIT_FLAGS = {
     "max_hold": "--max-hold",
     "max_request": "--max-request",
     "max_invalid_commands": "--max-invalid-commands",
+    "write_timeout": "--write-timeout",
     "auth_free_failures": "--auth-free-failures",
     "auth_wait": "--auth-wait",
     "auth_max_wait": "--auth-max-wait",

@@ -29,6 +29,7 @@ from tidelog.server.limits import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_HOLD_S,
     DEFAULT_MAX_INVALID_COMMANDS,
+    DEFAULT_WRITE_TIMEOUT_S,
     Limits,
 )
 from tidelog.store import LOCAL_SCHEMES, scheme_of
@@ -240,6 +241,15 @@ def read_token_file(path: str) -> tuple[str, int]:
     " checked against announced lengths before reading.",
 )
 @click.option(
+    "--write-timeout",
+    type=click.FloatRange(0, 86_400, min_open=True),
+    default=DEFAULT_WRITE_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Close a Redis or Kafka connection whose answers the client has not taken this long (it"
+    " stopped reading); before authentication the --handshake-timeout bounds writes too.",
+)
+@click.option(
     "--max-invalid-commands",
     type=click.IntRange(1, 1 << 20),
     default=DEFAULT_MAX_INVALID_COMMANDS,
@@ -317,6 +327,7 @@ def serve(
     handshake_timeout: float,
     max_hold: float,
     max_request: int,
+    write_timeout: float,
     max_invalid_commands: int,
     auth_free_failures: int,
     auth_wait: float,
@@ -389,6 +400,7 @@ def serve(
             max_hold=max_hold,
             max_request=max_request,
             max_invalid_commands=max_invalid_commands,
+            write_timeout=write_timeout,
             auth_free_failures=auth_free_failures,
             auth_wait=auth_wait,
             auth_max_wait=auth_max_wait,

@@ -23,6 +23,7 @@ DEFAULT_MAX_HOLD_S = 60.0
 DEFAULT_MAX_REQUEST = 64 << 20
 DEFAULT_MAX_ARGS = 1 << 20
 DEFAULT_MAX_INVALID_COMMANDS = 16
+DEFAULT_WRITE_TIMEOUT_S = 30.0
 DEFAULT_AUTH_FREE_FAILURES = 10
 DEFAULT_AUTH_WAIT_S = 1.0
 DEFAULT_AUTH_MAX_WAIT_S = 60.0
@@ -49,6 +50,9 @@ class Limits:
         checked against the lengths a client announces before anything is
         allocated for them.
     max_args: the most arguments one RESP command may announce.
+    write_timeout: seconds an answer may wait for a client to take it (Kafka,
+        Redis): a client that stops reading is closed then and its slot freed.
+        Before authentication the handshake deadline bounds writes too.
     max_invalid_commands: a subscriber (WebSocket, POST /subscribe) that sends
         this many invalid commands in a row is closed: each is answered with
         its error, the last with the reason it is closed. A client that sends
@@ -70,6 +74,7 @@ class Limits:
     max_request: int = DEFAULT_MAX_REQUEST
     max_args: int = DEFAULT_MAX_ARGS
     max_invalid_commands: int = DEFAULT_MAX_INVALID_COMMANDS
+    write_timeout: float = DEFAULT_WRITE_TIMEOUT_S
     auth_free_failures: int = DEFAULT_AUTH_FREE_FAILURES
     auth_wait: float = DEFAULT_AUTH_WAIT_S
     auth_max_wait: float = DEFAULT_AUTH_MAX_WAIT_S
@@ -87,12 +92,21 @@ class Limits:
             check_int("auth_free_failures", self.auth_free_failures, 0, 1 << 20)
         except Exception as e:
             raise ConfigurationError(str(e)) from None
-        for name in ("idle_timeout", "handshake_timeout", "max_hold", "auth_wait", "auth_max_wait"):
+        for name in (
+            "idle_timeout",
+            "handshake_timeout",
+            "max_hold",
+            "write_timeout",
+            "auth_wait",
+            "auth_max_wait",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 86_400:
                 raise ConfigurationError(f"{name} must be between 0 and 86400 seconds, got {value!r}")
-        if self.handshake_timeout == 0 or self.max_hold == 0:
-            raise ConfigurationError("handshake_timeout and max_hold must be more than 0 seconds")
+        if self.handshake_timeout == 0 or self.max_hold == 0 or self.write_timeout == 0:
+            raise ConfigurationError(
+                "handshake_timeout, max_hold and write_timeout must be more than 0 seconds"
+            )
         if self.auth_wait > self.auth_max_wait:
             raise ConfigurationError(
                 f"auth_wait ({self.auth_wait:g} s) must not be more than auth_max_wait ({self.auth_max_wait:g} s)"

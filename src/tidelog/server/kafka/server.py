@@ -54,6 +54,10 @@ DEFAULT_PORT = 9092
 # SASL exchange, a few hundred bytes (Kafka's sasl.server.max.receive.size
 # is 512 KiB; a PLAIN token needs far less).
 PRE_AUTH_MAX_REQUEST = 64 << 10
+# Requests a connection may send before it authenticates: a client sends ApiVersions, a
+# SaslHandshake and a SaslAuthenticate (again after an UNSUPPORTED_VERSION); one that goes
+# on sending costs the server work for nothing a client needs.
+PRE_AUTH_MAX_REQUESTS = 16
 CLOSE_TIMEOUT_S = 5.0
 MAX_IN_FLIGHT = 32  # produce requests of one connection taken in before the first is answered
 PRODUCE_KEY = b"\0\0"
@@ -125,7 +129,12 @@ class KafkaServer:
             logger.exception("Kafka connection from %s failed", conn.session.peer)
         finally:
             self.connections.discard(conn)
-            writer.close()
+            if writer.transport.get_write_buffer_size():
+                # Answers the client never took: close() would wait for them to drain,
+                # holding the socket and its kernel buffers for as long as it does not read.
+                writer.transport.abort()
+            else:
+                writer.close()
 
 
 class Connection:
@@ -151,7 +160,8 @@ class Connection:
         loop = asyncio.get_running_loop()
         limits = self.broker.limits
         session = self.session
-        started = loop.time()
+        started = self.started = loop.time()
+        pre_auth = 0  # requests read before authenticating
         self.answers: asyncio.Queue[tuple[asyncio.Task[bytes | None], int]] = asyncio.Queue()
         self.in_flight = 0  # bytes of the produce requests taken in and not yet answered
         responder = asyncio.ensure_future(self._respond())
@@ -161,8 +171,19 @@ class Connection:
                     timeout = limits.idle_timeout or None
                     bound = limits.max_request
                 else:  # the SASL deadline counts from the connection's start
-                    timeout = max(0.0, started + limits.handshake_timeout - loop.time())
+                    timeout = started + limits.handshake_timeout - loop.time()
                     bound = min(limits.max_request, PRE_AUTH_MAX_REQUEST)
+                    pre_auth += 1
+                    # Checked here too: requests already buffered are read without waiting,
+                    # so the timeout below would never fire for a client that keeps sending.
+                    if timeout <= 0 or pre_auth > PRE_AUTH_MAX_REQUESTS:
+                        logger.info(
+                            "Kafka client %s did not authenticate within %gs or %d requests: closed",
+                            session.peer,
+                            limits.handshake_timeout,
+                            PRE_AUTH_MAX_REQUESTS,
+                        )
+                        raise CloseConnection
                 async with asyncio.timeout(timeout):
                     head = await self.reader.readexactly(4)
                     size = int.from_bytes(head, "big", signed=True)
@@ -188,7 +209,7 @@ class Connection:
                 if session.sasl_raw:  # after a v0 handshake: a bare token, a bare answer
                     answer, ok = raw_token(session, frame)
                     self.writer.write(answer)
-                    await self.writer.drain()
+                    await self._drain()
                     if not ok:
                         raise CloseConnection
                     continue
@@ -218,9 +239,26 @@ class Connection:
             raise CloseConnection
         if response is not None:
             self.writer.write(response)
-            await self.writer.drain()
+            await self._drain()
         if self.session.close_after:  # a failed authentication: answered, then closed
             raise CloseConnection
+
+    async def _drain(self) -> None:
+        """Wait for the client to take what was written, within the write deadline:
+        the handshake's before authentication, `write_timeout` after. A client that
+        does not read is closed (its buffers and its connection slot freed)."""
+        limits = self.broker.limits
+        if self.session.authenticated:
+            deadline = limits.write_timeout
+        else:
+            deadline = self.started + limits.handshake_timeout - asyncio.get_running_loop().time()
+        try:
+            async with asyncio.timeout(max(0.0, deadline)):
+                await self.writer.drain()
+        except TimeoutError:
+            logger.info("Kafka client %s took no answer within %.3g s: closed", self.session.peer, deadline)
+            self.writer.transport.abort()
+            raise CloseConnection from None
 
     async def answer(self, frame: bytes) -> bytes | None:
         try:
