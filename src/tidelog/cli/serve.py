@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+from collections.abc import Callable
 
 import click
 from click.core import ParameterSource
@@ -24,8 +25,10 @@ from tidelog.server.limits import (
     DEFAULT_AUTH_FREE_FAILURES,
     DEFAULT_AUTH_MAX_WAIT_S,
     DEFAULT_AUTH_WAIT_S,
+    DEFAULT_FETCH_MAX_BYTES,
     DEFAULT_HANDSHAKE_TIMEOUT_S,
     DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_BATCH_INFLATED,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_HOLD_S,
     DEFAULT_MAX_INVALID_COMMANDS,
@@ -37,24 +40,25 @@ from tidelog.store import LOCAL_SCHEMES, scheme_of
 from .context import Session, common_options, pass_session, topic_policy_options
 
 
-def _body_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
-    try:
-        size = parse_size_bytes("--max-body", value)
-    except InvalidRequest as e:
-        raise click.BadParameter(str(e)) from None
-    if size < 1:
-        raise click.BadParameter(f"must be at least 1 byte, got {value!r}")
-    return size
+def _size(name: str, low: int, high: int, words: str) -> Callable[[click.Context, click.Parameter, str], int]:
+    """A click callback reading a SIZE option (8MiB, 64KiB, bytes) within [low, high]."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: str) -> int:
+        try:
+            size = parse_size_bytes(name, value)
+        except InvalidRequest as e:
+            raise click.BadParameter(str(e)) from None
+        if not low <= size <= high:
+            raise click.BadParameter(f"must be {words}, got {value!r}")
+        return size
+
+    return check
 
 
-def _request_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
-    try:
-        size = parse_size_bytes("--max-request", value)
-    except InvalidRequest as e:
-        raise click.BadParameter(str(e)) from None
-    if not 1024 <= size <= 1 << 31:
-        raise click.BadParameter(f"must be between 1KiB and 2GiB, got {value!r}")
-    return size
+_body_size = _size("--max-body", 1, 1 << 62, "at least 1 byte")
+_request_size = _size("--max-request", 1024, 1 << 31, "between 1KiB and 2GiB")
+_batch_size = _size("--max-batch-inflated", 1024, 1 << 31, "between 1KiB and 2GiB")
+_fetch_size = _size("--fetch-max-bytes", 1024, (1 << 31) - 1, "between 1KiB and 2GiB")
 
 
 MAX_TOKEN_FILE = 4096  # a token is a line, not a file's worth
@@ -241,6 +245,23 @@ def read_token_file(path: str) -> tuple[str, int]:
     " checked against announced lengths before reading.",
 )
 @click.option(
+    "--max-batch-inflated",
+    default=f"{DEFAULT_MAX_BATCH_INFLATED >> 20}MiB",
+    show_default=True,
+    metavar="SIZE",
+    callback=_batch_size,
+    help="The most one compressed Kafka record batch may inflate to (any codec); a larger one is refused"
+    " having held no more than this.",
+)
+@click.option(
+    "--fetch-max-bytes",
+    default=f"{DEFAULT_FETCH_MAX_BYTES >> 20}MiB",
+    show_default=True,
+    metavar="SIZE",
+    callback=_fetch_size,
+    help="The most record bytes one Kafka Fetch answer holds, whatever it asks (Kafka's fetch.max.bytes).",
+)
+@click.option(
     "--write-timeout",
     type=click.FloatRange(0, 86_400, min_open=True),
     default=DEFAULT_WRITE_TIMEOUT_S,
@@ -327,6 +348,8 @@ def serve(
     handshake_timeout: float,
     max_hold: float,
     max_request: int,
+    max_batch_inflated: int,
+    fetch_max_bytes: int,
     write_timeout: float,
     max_invalid_commands: int,
     auth_free_failures: int,
@@ -401,6 +424,8 @@ def serve(
             max_request=max_request,
             max_invalid_commands=max_invalid_commands,
             write_timeout=write_timeout,
+            max_batch_inflated=max_batch_inflated,
+            fetch_max_bytes=fetch_max_bytes,
             auth_free_failures=auth_free_failures,
             auth_wait=auth_wait,
             auth_max_wait=auth_max_wait,

@@ -24,6 +24,8 @@ DEFAULT_MAX_REQUEST = 64 << 20
 DEFAULT_MAX_ARGS = 1 << 20
 DEFAULT_MAX_INVALID_COMMANDS = 16
 DEFAULT_WRITE_TIMEOUT_S = 30.0
+DEFAULT_MAX_BATCH_INFLATED = 32 << 20
+DEFAULT_FETCH_MAX_BYTES = 55 << 20  # Kafka's fetch.max.bytes
 DEFAULT_AUTH_FREE_FAILURES = 10
 DEFAULT_AUTH_WAIT_S = 1.0
 DEFAULT_AUTH_MAX_WAIT_S = 60.0
@@ -50,6 +52,12 @@ class Limits:
         checked against the lengths a client announces before anything is
         allocated for them.
     max_args: the most arguments one RESP command may announce.
+    max_batch_inflated: the most bytes one compressed Kafka record batch may
+        inflate to; a batch past it is refused (CORRUPT_MESSAGE) having held
+        no more than this, whatever its codec.
+    fetch_max_bytes: the most record bytes one Kafka Fetch answer holds,
+        whatever the request asks (Kafka's `fetch.max.bytes`); one record
+        goes out all the same when the first partition's is larger (KIP-74).
     write_timeout: seconds an answer may wait for a client to take it (Kafka,
         Redis): a client that stops reading is closed then and its slot freed.
         Before authentication the handshake deadline bounds writes too.
@@ -75,6 +83,8 @@ class Limits:
     max_args: int = DEFAULT_MAX_ARGS
     max_invalid_commands: int = DEFAULT_MAX_INVALID_COMMANDS
     write_timeout: float = DEFAULT_WRITE_TIMEOUT_S
+    max_batch_inflated: int = DEFAULT_MAX_BATCH_INFLATED
+    fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES
     auth_free_failures: int = DEFAULT_AUTH_FREE_FAILURES
     auth_wait: float = DEFAULT_AUTH_WAIT_S
     auth_max_wait: float = DEFAULT_AUTH_MAX_WAIT_S
@@ -89,6 +99,8 @@ class Limits:
             check_int("max_request", self.max_request, 1024, 1 << 31)
             check_int("max_args", self.max_args, 16, 1 << 24)
             check_int("max_invalid_commands", self.max_invalid_commands, 1, 1 << 20)
+            check_int("max_batch_inflated", self.max_batch_inflated, 1024, 1 << 31)
+            check_int("fetch_max_bytes", self.fetch_max_bytes, 1024, (1 << 31) - 1)
             check_int("auth_free_failures", self.auth_free_failures, 0, 1 << 20)
         except Exception as e:
             raise ConfigurationError(str(e)) from None
