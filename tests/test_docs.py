@@ -310,6 +310,21 @@ def test_readme_is_short() -> None:
     assert lines <= 160, f"README.md has {lines} lines; move detail into docs/"
 
 
+# A page for users names no issue, no branch and no path on a machine of ours; the history
+# of how a figure moved belongs in commit messages.
+INTERNAL = re.compile(r"\bissues? #?\d+|/(?:work|root|home)/|\bbranch", re.I)
+
+
+def test_benchmarks_page_names_no_issues_branches_or_machine_paths() -> None:
+    text = (ROOT / "docs/benchmarks.md").read_text(encoding="utf-8")
+    found = [
+        f"line {n}: {m.group(0)!r}"
+        for n, line in enumerate(text.splitlines(), 1)
+        for m in INTERNAL.finditer(line)
+    ]
+    assert not found, f"docs/benchmarks.md is for users; take these out: {found}"
+
+
 def test_site_builds_strict(tmp_path) -> None:
     try:
         import mkdocs  # noqa: F401
