@@ -185,12 +185,14 @@ def deleted(target, topic, group):
         again = wire.call(42, 2, {"groups_names": [group]})
         after_group_delete = fetch()
     answer = seen(offsets_gone)
-    answer["topics"].sort(key=lambda t: t["name"])
+    answer["topics"].sort(key=lambda t: t["name"])  # Kafka's order is a hash map's
+    groups = seen(groups_gone)
+    groups["results"].sort(key=lambda g: g["group_id"])
     return (
         answer,
         seen(missing_group),
         after_offset_delete,
-        seen(groups_gone),
+        groups,
         seen(again),
         after_group_delete,
     )
