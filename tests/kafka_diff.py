@@ -130,6 +130,9 @@ def until(check: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
 # The deliberate differences: each is named by the tests that meet it (`differs`), and
 # docs/guides/kafka.md carries them as a table that tests/kafka/test_diff_guide.py checks.
 DIFFERENCES = {
+    "broker-per-serve": "each `tidelog serve` is a broker that answers Metadata with itself alone, the leader "
+    "of every partition and the coordinator of every group (node ids, hosts and ports are not compared); "
+    "Kafka's brokers list one another and share the partitions out",
     "internal-topics": "Kafka lists its internal topics (`__consumer_offsets`); tidelog has none to list",
     "newest-versions": "tidelog serves no version that needs topic ids (Produce 13, Fetch 13, Metadata 13, "
     "OffsetCommit 10, OffsetFetch 8 and later) nor the APIs of transactions, ACLs, quotas, KIP-848 and share groups",
