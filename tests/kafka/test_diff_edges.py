@@ -359,3 +359,34 @@ def test_api_versions_floors_are_kafka_4s(kafka, tidelog):
     differs("newest-versions")
     assert all(ours[k][1] <= theirs[k][1] for k in ours)
     assert "newest-versions" in DIFFERENCES
+
+
+def test_refused_admin_requests_write_nothing(tidelog):
+    from dumps import dump
+
+    topic = unique("refusals")
+    make_topic(tidelog, topic)
+    before = dump(tidelog.store)
+    with tidelog.wire() as wire:
+        assert wire.call(42, 2, {"groups_names": [unique("never")]}).results[0].error_code.value == 69
+        assert wire.call(47, 0, {"group_id": unique("never"), "topics": []}).error_code.value == 69
+        bad = {"name": "no.such.setting", "config_operation": 0, "value": "1"}
+        answer = wire.call(
+            44,
+            1,
+            {
+                "resources": [{"resource_type": 2, "resource_name": topic, "configs": [bad]}],
+                "validate_only": False,
+            },
+        )
+        assert answer.responses[0].error_code.value == 40  # INVALID_CONFIG
+        answer = wire.call(
+            33,
+            2,
+            {
+                "resources": [{"resource_type": 2, "resource_name": topic + "-missing", "configs": []}],
+                "validate_only": False,
+            },
+        )
+        assert answer.responses[0].error_code.value == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    assert dump(tidelog.store) == before
