@@ -135,6 +135,21 @@ def test_refused_shell_requests_change_nothing(where: Where, finished: dict[str,
     assert dump(where.store) == before
 
 
+def test_status_of_a_record_that_was_never_a_job_says_so(where: Where) -> None:
+    # What a reader who followed the job-queue guide's queue-group part finds on the topic.
+    with tidelog.open(where.db) as log:
+        sent = log.queue("emails", group="mailer").send({"to": "a@b.c"})
+    before = dump(where.store)
+    for verb in ("status", "cancel"):
+        out = where.run("jobs", verb, f"{sent.partition}-{sent.offset}", "--queue", "emails")
+        assert (out.exit_code, out.stdout) == (1, ""), out.output
+        assert out.stderr == (
+            "Error: '0-1' of queue 'emails' is not a job: the record at emails/0 offset 1 was not "
+            'enqueued by a job runner (a job\'s value is {"job": name, "payload": ...})\n'
+        )
+    assert dump(where.store) == before
+
+
 def test_the_http_api_answers_status_result_error_and_cancel(tmp_path: Path, serve: Any) -> None:
     server = serve(str(tmp_path / "served.db"), clean_interval=0)
     where = Where(server.url, str(tmp_path / "served.db"), server)

@@ -187,6 +187,36 @@ def test_an_unknown_or_malformed_job_id_is_refused_and_nothing_changes(store, tm
 
 
 @sync_only
+def test_a_record_that_was_never_a_job_says_so_and_refuses_a_cancel(store, tmp_path):
+    with store.open() as log:
+        jobs = tidelog.Jobs(log, queue="work", max_deliveries=1)
+
+        @jobs.job("note")
+        def note(_: Any) -> str:
+            return "noted"
+
+        # Sent to the runner's topic as a plain queue would, not enqueued as a job.
+        plain = jobs.queue.send({"to": "a@b.c"})
+        later = jobs.queue.send("text", delay=3600)
+        ids = [f"{s.partition}-{s.offset}" for s in (plain, later)]
+        job = jobs.enqueue("note")
+        before = dump(store_file(store, tmp_path))
+        for not_a_job in ids:
+            with pytest.raises(tidelog.UnknownJob, match=f"'{not_a_job}' of queue 'work' is not a job"):
+                jobs.status(not_a_job)
+            with pytest.raises(tidelog.UnknownJob, match="is not a job"):
+                jobs.cancel(not_a_job)
+        assert dump(store_file(store, tmp_path)) == before  # the refused cancels wrote nothing
+        with running(jobs):
+            assert job.result(timeout=20) == "noted"
+            wait_for(lambda: jobs.queue.stats().dead_lettered == 1)  # the runner's "not a job record"
+        # Finished by the runner, it is still not a job (not "done", with no result kept).
+        with pytest.raises(tidelog.UnknownJob, match="is not a job"):
+            jobs.status(ids[0])
+        assert job.status() == "done"
+
+
+@sync_only
 def test_results_are_kept_for_result_ttl_then_cleaned(store, clock):
     with store.open(clock=clock) as log:
         jobs = tidelog.Jobs(log, queue="work", result_ttl=60)
