@@ -106,8 +106,13 @@ def test_status_result_and_cancel_from_the_shell(where: Where, finished: dict[st
     assert failed.exit_code == 1 and "dead-lettered: ValueError: bad input" in failed.output
     waiting = where.run("jobs", "result", finished["later"], "--queue", "work", "--wait", "0.2")
     assert waiting.exit_code == 1 and "has not finished" in waiting.output
+    delayed = where.run("groups", "describe", "work", "--json")
+    assert json.loads(delayed.stdout)["delayed"] == 1
     cancelled = where.run("jobs", "cancel", finished["later"], "--queue", "work", "--json")
     assert json.loads(cancelled.stdout)["status"] == "cancelled"
+    # Cancelled, the job is finished: no longer counted as delayed while its delay runs.
+    described = json.loads(where.run("groups", "describe", "work", "--json").stdout)
+    assert (described["available"], described["in_flight"], described["delayed"]) == (0, 0, 0)
     # Through the installed command too.
     real = subprocess.run(
         [*TIDELOG, "--db", where.db, "jobs", "status", finished["later"], "--queue", "work", "--json"],

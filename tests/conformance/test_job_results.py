@@ -128,6 +128,36 @@ def test_a_waiting_delayed_or_retrying_job_cancels_and_never_runs(store, clock):
 
 
 @sync_only
+def test_a_cancelled_job_counts_nowhere_in_its_queues_stats(store, clock):
+    # A cancelled job is finished: it waits in the queue group only for a runner to ack
+    # it unrun, so it is neither available nor delayed (groups describe, /v1, the console).
+    with store.open(clock=clock) as log:
+        jobs = tidelog.Jobs(log, queue="work")
+        runs: list[str] = []
+
+        @jobs.job("note")
+        def note(what: str) -> None:
+            runs.append(what)
+
+        later = jobs.enqueue("note", "later", delay=3600)
+        soon = jobs.enqueue("note", "soon")
+        jobs.enqueue("note", "kept", delay=3600)
+        assert jobs.queue.stats()[:3] == (1, 0, 2)  # available, in flight, delayed
+        later.cancel()
+        soon.cancel()
+        assert jobs.queue.stats()[:3] == (0, 0, 1)  # before a receive took them into the group
+        with running(jobs):
+            # The runner's receive takes `soon` (and acks it unrun) and the next job, and
+            # keeps the delayed ones in the group's state until they fall due.
+            assert jobs.enqueue("note", "done").result(timeout=20) is None
+            wait_for(lambda: jobs.queue.stats().in_flight == 0)
+            assert jobs.queue.stats()[:3] == (0, 0, 1)
+            clock.advance(3601)
+            wait_for(lambda: jobs.queue.stats()[:3] == (0, 0, 0))
+        assert runs == ["done", "kept"] and later.status() == soon.status() == "cancelled"
+
+
+@sync_only
 def test_a_running_or_finished_job_refuses_a_cancel_and_nothing_changes(store, tmp_path):
     with store.open() as log:
         jobs = tidelog.Jobs(log, queue="work", visibility_timeout=10)
