@@ -19,7 +19,6 @@ from ..errors import ConfigurationError
 from . import rundir
 from .listeners import bind_all, server_ports
 
-
 # The modules each front imports that the standard library lacks, looked up (find_spec)
 # rather than imported: prometheus_client must not load before serve() names its
 # multiprocess directory. tests/test_extras.py holds these against the fronts' imports
