@@ -433,7 +433,10 @@ def test_serve_without_the_server_extra_names_it(run, monkeypatch):
     monkeypatch.setitem(sys.modules, "granian", None)
     r = run("serve", "--port", "0")
     assert r.exit_code == 1
-    assert r.stderr == "Error: tidelog serve needs the server extra (granian missing): pip install 'tidelog[server]'\n"
+    assert (
+        r.stderr
+        == "Error: tidelog serve needs the server extra (granian missing): pip install 'tidelog[server]'\n"
+    )
 
 
 def test_serve_tls_needs_cert_and_key(run, tmp_path):

@@ -494,7 +494,9 @@ class PostgresQueues(PostgresBase):
             # the front (due 0) or an expiry does not make a record younger.
             oldest = policy.available_since(self._available_state(conn, params))
             for pid, scanned, first, _, last in waiting_rows:
-                cancelled = {o for (o,) in conn.execute(_CANCELLED_PAST, (group, pid, max(scanned, first - 1)))}
+                cancelled = {
+                    o for (o,) in conn.execute(_CANCELLED_PAST, (group, pid, max(scanned, first - 1)))
+                }
                 # Offsets past the cursor are dense but for what trim removed
                 # from the front: count from the first record held.
                 waiting = last - first + 1 - len(cancelled)
