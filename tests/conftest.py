@@ -7,6 +7,8 @@ import os
 import pytest
 
 CI = bool(os.environ.get("CI"))
+# The differential suite's fixtures (tests/kafka/): Apache Kafka and tidelog side by side.
+pytest_plugins = ["kafka_fixtures"]
 # `tidelog serve` listens for Kafka on 9092 by default; the servers the tests
 # start (and their children) leave it off unless a test asks for a port, so
 # runs in parallel never fight over 9092.
@@ -65,11 +67,22 @@ def pytest_runtest_logreport(report):
         _TRIED.extend((report.nodeid, v) for k, v in report.user_properties if k == "tried")
 
 
+def pytest_configure(config):
+    # The controller names the run's directory for the Apache Kafka its workers share
+    # (tests/kafka_reference.py); the first test that needs the broker starts it there.
+    if not hasattr(config, "workerinput"):
+        from kafka_reference import plan_run
+
+        plan_run()
+
+
 def pytest_sessionfinish(session, exitstatus):
     # Once a run, in the process that ran it all (xdist's controller, or the only one).
     if not hasattr(session.config, "workerinput"):
+        from kafka_reference import stop_run
         from pgschema import vacuum
 
+        stop_run()
         vacuum()
 
 

@@ -1,4 +1,5 @@
-"""A raw Kafka client for the bad-input tests: requests built with kio, sent on a bare socket.
+"""A raw Kafka client for the bad-input and differential tests: requests built with kio
+(any API and version kio knows, served by tidelog or not), sent on a bare socket.
 
 with KafkaWire("127.0.0.1", port) as wire:
     response = wire.call(3, 12, {"topics": None})
@@ -10,9 +11,10 @@ import socket
 import struct
 from typing import Any
 
+from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
-from tidelog.server.kafka.wire import build, request_class, response_class
+from tidelog.server.kafka.wire import build
 
 TIMEOUT_S = 10
 
@@ -21,7 +23,7 @@ def encode_request(api_key: int, version: int, values: dict[str, Any], correlati
     """A whole frame: size, header (client id "test"), body."""
     import io
 
-    cls = request_class(api_key, version)
+    cls = load_request_schema(api_key, version)
     out = io.BytesIO()
     out.write(struct.pack(">hhih", api_key, version, correlation_id, 4) + b"test")
     if cls.__flexible__:
@@ -58,7 +60,7 @@ class KafkaWire:
         frame = self.recv_frame()
         (correlation_id,) = struct.unpack_from(">i", frame)
         assert correlation_id == 7
-        cls = response_class(api_key, version)
+        cls = load_response_schema(api_key, version)
         at = 4 + (1 if cls.__flexible__ and api_key != 18 else 0)
         body, _ = entity_reader(cls)(frame, at)
         return body

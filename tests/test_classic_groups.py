@@ -54,14 +54,14 @@ def test_two_members_join_sync_and_a_third_rebalances(url):
         assert run(log, cg.sync("a", 2, {"a": b"p0", "b": b"p1"}, 2500)).assignment == b"p0"
         assert run(log, cg.sync_poll("b", 2, 2600)).assignment == b"p1"
         # Commits: fenced by generation; Kafka's commit sets the offset.
-        assert run(log, cg.commit("b", 2, [("t", 0, 1)], 2700)) == cg.Committed(None, [None])
+        assert run(log, cg.commit("b", 2, [("t", 0, 1, "")], 2700)) == cg.Committed(None, [None])
         before = dump(url)
-        assert run(log, cg.commit("b", 1, [("t", 0, 0)], 2800)).error == cg.ILLEGAL_GENERATION
-        assert run(log, cg.commit("zed", 2, [("t", 0, 0)], 2800)).error == cg.UNKNOWN_MEMBER_ID
+        assert run(log, cg.commit("b", 1, [("t", 0, 0, "")], 2800)).error == cg.ILLEGAL_GENERATION
+        assert run(log, cg.commit("zed", 2, [("t", 0, 0, "")], 2800)).error == cg.UNKNOWN_MEMBER_ID
         assert dump(url) == before  # refused: nothing written, not even a heartbeat
-        out = run(log, cg.commit("b", 2, [("t", 0, 5)], 2900)).partitions[0]
+        out = run(log, cg.commit("b", 2, [("t", 0, 5, "")], 2900)).partitions[0]
         assert isinstance(out, OffsetOutOfRange)
-        assert run(log, cg.commit("a", 2, [("t", 0, 0)], 2950)) == cg.Committed(
+        assert run(log, cg.commit("a", 2, [("t", 0, 0, "")], 2950)) == cg.Committed(
             None, [None]
         )  # backwards: set
         assert [(o.topic, o.partition, o.committed) for o in log.group_offsets("g")] == [("t", 0, 0)]

@@ -138,6 +138,16 @@ def test_login_cookie_and_escaping(server, api):
         assert browser.get("/console/").status_code == 303
 
 
+def test_the_login_page_offers_no_log_out_and_names_the_token_file(server):
+    with httpx.Client(base_url=server.url, timeout=30) as browser:
+        form = browser.get("/console/login")
+        assert form.status_code == 200 and "Log in" in form.text
+        assert "Log out" not in form.text  # no session to end yet
+        assert "<code>--token-file</code>" in form.text  # where the docs keep the token
+        assert browser.post("/console/login", data={"token": "t0k"}).status_code == 303
+        assert "Log out" in browser.get("/console/").text
+
+
 def test_record_views_for_json_text_and_bytes(tmp_path):
     from tidelog.server.http.console.text import preview, value_views
 

@@ -41,6 +41,9 @@ ILLEGAL_GENERATION = "illegal_generation"
 REBALANCE_IN_PROGRESS = "rebalance_in_progress"
 INCONSISTENT_GROUP_PROTOCOL = "inconsistent_group_protocol"
 MEMBER_ID_REQUIRED = "member_id_required"
+GROUP_ID_NOT_FOUND = "group_id_not_found"
+NON_EMPTY_GROUP = "non_empty_group"
+GROUP_SUBSCRIBED_TO_TOPIC = "group_subscribed_to_topic"
 
 
 class Pending:
@@ -412,13 +415,15 @@ def leave(members: list[str], now: int) -> Callable[[ClassicGroupTx], list[str |
 
 
 def commit(
-    member: str, generation: int, offsets: list[tuple[str, int, int]], now: int
+    member: str, generation: int, offsets: list[tuple[str, int, int, str]], now: int
 ) -> Callable[[ClassicGroupTx], Committed]:
-    """An OffsetCommit: fenced by the member and its generation; generation
-    -1 with no member is a commit from outside the group (a tool resetting
-    offsets, a client assigning partitions itself), allowed while the group
-    has no members. Each offset is the group's committed offset (Kafka sets
-    it, backwards too), in the transaction that checked the fence."""
+    """An OffsetCommit of (topic, partition, offset, metadata): fenced by the
+    member and its generation; generation -1 with no member is a commit from
+    outside the group (a tool resetting offsets, a client assigning partitions
+    itself), allowed while the group has no members. Each offset is the group's
+    committed offset (Kafka sets it, backwards too), in the transaction that
+    checked the fence; a negative one (kafkajs's -1 and -2) is kept as Kafka
+    keeps it, and leaves the group nothing committed on the partition."""
 
     def step(tx: ClassicGroupTx) -> Committed:
         g = _Group(tx, now)
@@ -435,12 +440,82 @@ def commit(
                 return Committed(REBALANCE_IN_PROGRESS, [])
             g.alive(member)
         results: list[TidelogError | None] = []
-        for topic, partition, offset in offsets:
+        for topic, partition, offset, metadata in offsets:
             try:
-                tx.commit(topic, partition, offset)
+                tx.commit(topic, partition, offset, metadata)
                 results.append(None)
             except TidelogError as e:
                 results.append(e)
         return Committed(None, results)
 
     return step
+
+
+def delete(now: int) -> Callable[[ClassicGroupTx], str | None]:
+    """A DeleteGroups of one group: refused while it has members
+    (NON_EMPTY_GROUP); GROUP_ID_NOT_FOUND when it never had a generation
+    nor a commit; else the group and its commits are gone."""
+
+    def step(tx: ClassicGroupTx) -> str | None:
+        g = _Group(tx, now)
+        g.expire()
+        if g.members:
+            return NON_EMPTY_GROUP
+        had = g.state.generation > 0
+        commits = tx.delete_group()  # also the row this step's lock made for a group never seen
+        return None if had or commits else GROUP_ID_NOT_FOUND
+
+    return step
+
+
+def delete_offsets(
+    partitions: list[tuple[str, int]], now: int
+) -> Callable[[ClassicGroupTx], tuple[str | None, list[str | TidelogError | None]]]:
+    """An OffsetDelete: (the group's error, each partition's). A partition of
+    a topic the group's members are assigned is kept (GROUP_SUBSCRIBED_TO_TOPIC);
+    GROUP_ID_NOT_FOUND for a group that never had a generation nor a commit."""
+
+    def step(tx: ClassicGroupTx) -> tuple[str | None, list[str | TidelogError | None]]:
+        g = _Group(tx, now)
+        g.expire()
+        if g.state.generation == 0 and not g.members and not tx.has_commits():
+            tx.delete_group()  # the rows this step's lock made: a refused request writes nothing
+            return GROUP_ID_NOT_FOUND, []
+        used = {t for m in g.members.values() for t, _ in assigned_partitions(m.assignment)}
+        results: list[str | TidelogError | None] = []
+        for topic, partition in partitions:
+            if topic in used:
+                results.append(GROUP_SUBSCRIBED_TO_TOPIC)
+                continue
+            try:
+                tx.delete_offsets(topic, partition)
+                results.append(None)
+            except TidelogError as e:
+                results.append(e)
+        return None, results
+
+    return step
+
+
+class KafkaCommitted(NamedTuple):
+    """A partition's commit as a Kafka client reads it back (OffsetFetch)."""
+
+    topic: str
+    partition: int
+    offset: int  # -1: nothing committed
+    metadata: str
+
+
+def kafka_committed(rows: list[tuple[str, int, int | None, int | None, str]]) -> list[KafkaCommitted]:
+    """The store's commits of a group (`ClassicGroupStore.classic_commits`) as
+    Kafka's client reads them: the Kafka commit as sent while it is the last
+    word on its partition (the committed offset is still its offset, or a
+    negative one left nothing committed), else the committed offset with no
+    metadata (tidelog's own API committed since)."""
+    out = []
+    for topic, partition, committed, position, metadata in rows:
+        if position is not None and (committed == position or (committed is None and position < 0)):
+            out.append(KafkaCommitted(topic, partition, position, metadata))
+        elif committed is not None:
+            out.append(KafkaCommitted(topic, partition, committed, ""))
+    return out

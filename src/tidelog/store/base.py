@@ -607,10 +607,21 @@ class ClassicGroupTx(Protocol):
 
     def remove_members(self, members: list[str]) -> None: ...
 
-    def commit(self, topic: str, partition: int, offset: int) -> None:
+    def commit(self, topic: str, partition: int, offset: int, metadata: str = "") -> None:
         """Set the group's committed offset on a partition (Kafka's commit sets
-        it, backwards too); OffsetOutOfRange / UnknownTopic / UnknownPartition
-        change nothing."""
+        it, backwards too) and keep the commit as sent (`metadata`; a negative
+        `offset`, which Kafka keeps, leaves the group nothing committed there);
+        OffsetOutOfRange / UnknownTopic / UnknownPartition change nothing."""
+
+    def delete_offsets(self, topic: str, partition: int) -> bool:
+        """Forget the group's commit on a partition (OffsetDelete); whether it had one.
+        UnknownTopic / UnknownPartition."""
+
+    def delete_group(self) -> int:
+        """Remove the group and everything it holds (DeleteGroups); how many commits it had."""
+
+    def has_commits(self) -> bool:
+        """Whether the group has committed anything (a Kafka commit, negative ones too)."""
 
 
 T = TypeVar("T")
@@ -632,6 +643,10 @@ class ClassicGroupStore(Protocol):
 
     def classic_list(self) -> list[tuple[str, ClassicState]]:
         """Every classic group and its state, by name."""
+
+    def classic_commits(self, group: str) -> list[tuple[str, int, int | None, int | None, str]]:
+        """A group's commits: (topic, partition, committed offset or None, the last
+        Kafka commit's offset or None, its metadata), by topic and partition."""
 
 
 @runtime_checkable
@@ -705,7 +720,10 @@ class QueueStore(Protocol):
 
     def queue_stats(self, group: str, topic: str, policy: LeasePolicy, now: int) -> QueueStats:
         """Counts, and the age of the oldest available record; a new
-        record's delay is `policy.due` (a store reads meta only through it)."""
+        record's delay is `policy.due` (a store reads meta only through it).
+        A record whose job was cancelled (a "cancelled" job state) is
+        finished: it counts as neither available nor delayed, though it
+        waits in the group until a runner acks it unrun."""
 
 
 @runtime_checkable

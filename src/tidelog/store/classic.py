@@ -98,6 +98,50 @@ class SQLClassicTx:
             (self.group, *member),
         )
 
+    def remember_commit(self, pid: int, position: int, metadata: str) -> None:
+        """Keep a Kafka commit as its client sent it; a negative one also removes the
+        group's committed offset on the partition (the stream group has committed nothing)."""
+        if position < 0:
+            self.db.execute(self.sql("DELETE FROM {t}offsets WHERE grp = ? AND pid = ?"), (self.group, pid))
+        self.db.execute(
+            self.sql(
+                "INSERT INTO {t}classic_commits (grp, pid, position, metadata) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (grp, pid) DO UPDATE SET position = excluded.position, metadata = excluded.metadata"
+            ),
+            (self.group, pid, position, metadata),
+        )
+
+    def delete_offset(self, pid: int) -> bool:
+        """Forget the group's commit on a partition; whether it had one."""
+        gone: int = self.db.execute(
+            self.sql("DELETE FROM {t}offsets WHERE grp = ? AND pid = ?"), (self.group, pid)
+        ).rowcount
+        gone += self.db.execute(
+            self.sql("DELETE FROM {t}classic_commits WHERE grp = ? AND pid = ?"), (self.group, pid)
+        ).rowcount
+        return gone > 0
+
+    def has_commits(self) -> bool:
+        for table in ("offsets", "classic_commits"):
+            found = self.db.execute(
+                self.sql(f"SELECT 1 FROM {{t}}{table} WHERE grp = ? LIMIT 1"), (self.group,)
+            )
+            if found.fetchone() is not None:
+                return True
+        return False
+
+    def delete_group(self) -> int:
+        """Remove the group: its members, state, commits and stream group; how many commits it had."""
+        commits: int = 0
+        for table in ("offsets", "classic_commits"):
+            commits += self.db.execute(
+                self.sql(f"DELETE FROM {{t}}{table} WHERE grp = ?"), (self.group,)
+            ).rowcount
+        self.db.execute(self.sql("DELETE FROM {t}classic_members WHERE grp = ?"), (self.group,))
+        self.db.execute(self.sql("DELETE FROM {t}classic_groups WHERE grp = ?"), (self.group,))
+        self.db.execute(self.sql("DELETE FROM {t}groups WHERE name = ? AND mode = 'stream'"), (self.group,))
+        return commits
+
     def remove_members(self, members: list[str]) -> None:
         if not members:
             return
@@ -123,6 +167,28 @@ def describe(db: Connection, sql: Dialect, group: str) -> tuple[ClassicState, li
         )
     ]
     return state_row(row), members
+
+
+def commits(db: Connection, sql: Dialect, group: str) -> list[tuple[str, int, int | None, int | None, str]]:
+    """A group's commits, by topic and partition: (topic, partition, committed offset
+    or None, the Kafka commit's position or None, its metadata or "")."""
+    rows = db.execute(
+        sql(
+            "SELECT t.name, p.partition, o.committed, c.position, c.metadata FROM {t}offsets o "
+            "JOIN {t}partitions p ON p.id = o.pid JOIN {t}topics t ON t.id = p.topic_id "
+            "LEFT JOIN {t}classic_commits c ON c.grp = o.grp AND c.pid = o.pid WHERE o.grp = ? "
+            "UNION ALL "
+            "SELECT t.name, p.partition, NULL, c.position, c.metadata FROM {t}classic_commits c "
+            "JOIN {t}partitions p ON p.id = c.pid JOIN {t}topics t ON t.id = p.topic_id "
+            "WHERE c.grp = ? AND NOT EXISTS "
+            "(SELECT 1 FROM {t}offsets o WHERE o.grp = c.grp AND o.pid = c.pid)"
+        ),
+        (group, group),
+    ).fetchall()
+    return sorted(
+        (name, int(p), None if o is None else int(o), None if c is None else int(c), m or "")
+        for name, p, o, c, m in rows
+    )
 
 
 def list_groups(db: Connection, sql: Dialect) -> list[tuple[str, ClassicState]]:

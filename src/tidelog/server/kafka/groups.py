@@ -1,5 +1,6 @@
 """Kafka consumer groups: FindCoordinator, the classic protocol's Join, Sync,
-Heartbeat and Leave, OffsetCommit and OffsetFetch, ListGroups and DescribeGroups.
+Heartbeat and Leave, OffsetCommit, OffsetFetch and OffsetDelete, ListGroups,
+DescribeGroups and DeleteGroups.
 
 A Kafka consumer group is a tidelog stream group: the same name, and its
 commits are the group's committed offsets (`Log.group_offsets`, its lag in
@@ -31,7 +32,7 @@ from .wire import Request
 POLL_S = 0.1  # how often a waiting JoinGroup or SyncGroup looks at the group again
 MIN_SESSION_MS = 1000
 MAX_SESSION_MS = 30 * 60_000  # Kafka's group.max.session.timeout.ms
-MAX_METADATA = 4096  # Kafka's offset.metadata.max.bytes; tidelog keeps no commit metadata
+MAX_METADATA = 4096  # Kafka's offset.metadata.max.bytes
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 _STATES = {
@@ -46,6 +47,9 @@ _ERRORS = {
     cg.REBALANCE_IN_PROGRESS: ErrorCode.rebalance_in_progress,
     cg.INCONSISTENT_GROUP_PROTOCOL: ErrorCode.inconsistent_group_protocol,
     cg.MEMBER_ID_REQUIRED: ErrorCode.member_id_required,
+    cg.GROUP_ID_NOT_FOUND: ErrorCode.group_id_not_found,
+    cg.NON_EMPTY_GROUP: ErrorCode.non_empty_group,
+    cg.GROUP_SUBSCRIBED_TO_TOPIC: ErrorCode.group_subscribed_to_topic,
     None: ErrorCode.none,
 }
 
@@ -259,13 +263,14 @@ async def offset_commit(session: Session, request: Request) -> dict[str, Any]:
     else:
         offsets = []
         for topic, p in asked:
-            if p.committed_metadata is not None and len(p.committed_metadata.encode()) > MAX_METADATA:
+            # Any offset goes, negative ones too: Kafka keeps -1 and -2 (kafkajs's
+            # resetOffsets commits them for "latest" and "earliest") and hands them back.
+            metadata = p.committed_metadata or ""
+            if len(metadata.encode()) > MAX_METADATA:
                 codes.append(ErrorCode.offset_metadata_too_large)
-            elif p.committed_offset < 0:
-                codes.append(ErrorCode.invalid_commit_offset_size)
             else:
                 codes.append(ErrorCode.none)
-                offsets.append((topic, p.partition_index, p.committed_offset))
+                offsets.append((topic, p.partition_index, p.committed_offset, metadata))
         step = cg.commit(body.member_id, body.generation_id_or_member_epoch, offsets, broker.log.clock())
         outcome = await _step(broker, group, step)
         results = iter(outcome.partitions)
@@ -285,24 +290,23 @@ async def offset_commit(session: Session, request: Request) -> dict[str, Any]:
 def _fetch_offsets(
     broker: Broker, group: str, asked: list[tuple[str, list[int]]] | None
 ) -> list[dict[str, Any]]:
-    committed: dict[str, dict[int, int]] = {}
-    for o in broker.log.group_offsets(group):
-        committed.setdefault(o.topic, {})[o.partition] = o.committed
+    committed: dict[str, dict[int, cg.KafkaCommitted]] = {}
+    for c in cg.kafka_committed(_store(broker).classic_commits(group)):
+        committed.setdefault(c.topic, {})[c.partition] = c
     if asked is None:
         asked = [(t, sorted(parts)) for t, parts in sorted(committed.items())]
+    nothing = cg.KafkaCommitted("", 0, -1, "")  # -1: the client's reset policy applies
     out = []
     for topic, partitions in asked:
         parts = []
         for p in partitions:
-            offset = committed.get(topic, {}).get(
-                p, -1
-            )  # -1: nothing committed (the client's reset policy applies)
+            c = committed.get(topic, {}).get(p, nothing)
             parts.append(
                 {
                     "partition_index": p,
-                    "committed_offset": offset,
+                    "committed_offset": c.offset,
                     "committed_leader_epoch": -1,
-                    "metadata": "",
+                    "metadata": c.metadata,
                     "error_code": 0,
                 }
             )
@@ -382,3 +386,39 @@ async def describe_groups(session: Session, request: Request) -> dict[str, Any]:
             }
         )
     return {"throttle_time": 0, "groups": out}
+
+
+async def delete_groups(session: Session, request: Request) -> dict[str, Any]:
+    broker = session.broker
+    results = []
+    for group in request.body.groups_names:
+        code = _group_error(group)
+        if code is None:
+            try:
+                code = _ERRORS[await _step(broker, group, cg.delete(broker.log.clock()))]
+            except TidelogError as e:
+                code = error_code(e)
+            broker.changed(group)
+        results.append({"group_id": group, "error_code": code})
+    return {"throttle_time": 0, "results": results}
+
+
+async def offset_delete(session: Session, request: Request) -> dict[str, Any]:
+    broker = session.broker
+    body = request.body
+    asked = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+    refused = _group_error(body.group_id)
+    if refused is None:
+        error, outcomes = await _step(broker, body.group_id, cg.delete_offsets(asked, broker.log.clock()))
+        refused = None if error is None else _ERRORS[error]
+    if refused is not None:
+        return {"throttle_time": 0, "error_code": refused, "topics": ()}
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), outcome in zip(asked, outcomes):
+        code = error_code(outcome) if isinstance(outcome, TidelogError) else _ERRORS[outcome]
+        topics.setdefault(topic, []).append({"partition_index": partition, "error_code": code})
+    return {
+        "throttle_time": 0,
+        "error_code": 0,
+        "topics": [{"name": t, "partitions": parts} for t, parts in topics.items()],
+    }

@@ -38,6 +38,11 @@ HANDLERS: dict[int, Handler] = {
     21: fetch.delete_records,
     22: produce.init_producer_id,
     32: topics.describe_configs,
+    33: topics.alter_configs,
     36: sasl.sasl_authenticate,
     37: topics.create_partitions,
+    42: groups.delete_groups,
+    44: topics.incremental_alter_configs,
+    47: groups.offset_delete,
+    60: topics.describe_cluster,
 }

@@ -41,6 +41,7 @@ from .wire import (
     MalformedRequest,
     Request,
     UnsupportedRequest,
+    api_keys,
     build,
     encode_response,
     parse_request,
@@ -299,10 +300,6 @@ def unsupported_api_versions(correlation_id: int) -> bytes:
     return encode_response(
         request, build(response_class(API_VERSIONS, 0), {"error_code": 35, "api_keys": api_keys()})
     )
-
-
-def api_keys() -> list[dict[str, int]]:
-    return [{"api_key": k, "min_version": lo, "max_version": hi} for k, (_, lo, hi) in sorted(APIS.items())]
 
 
 # asyncio.Server takes no attributes: each listener's state is found by the server's id.

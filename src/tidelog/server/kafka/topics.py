@@ -19,7 +19,7 @@ from ...errors import InvalidRequest, TidelogError, UnknownTopic
 from ...store.base import TopicInfo
 from .broker import CLUSTER_ID, NO_OPERATIONS, Broker, Session
 from .codes import error_code
-from .wire import APIS, Request
+from .wire import Request, api_keys
 
 # Kafka's topic setting -> (tidelog's, from Kafka's text, to Kafka's text).
 # -1 is Kafka's "no bound" for the retention settings, None in tidelog.
@@ -41,15 +41,21 @@ def topic_id(info: TopicInfo) -> uuid.UUID:
     return uuid.uuid5(_TOPIC_NAMESPACE, f"{info.name}/{info.created}")
 
 
+def tidelog_name(kafka_name: str) -> str:
+    """tidelog's name of a Kafka topic setting; InvalidRequest on one it has not."""
+    name = KAFKA_CONFIGS.get(kafka_name)
+    if name is None:
+        raise InvalidRequest(
+            f"topic setting {kafka_name!r} is not supported; known: {', '.join(sorted(KAFKA_CONFIGS))}"
+        )
+    return name
+
+
 def tidelog_config(configs: Any) -> dict[str, Any]:
     """Kafka's settings of a CreateTopics or AlterConfigs as tidelog's; InvalidRequest on one it has not."""
     out: dict[str, Any] = {}
     for entry in configs or ():
-        name = KAFKA_CONFIGS.get(entry.name)
-        if name is None:
-            raise InvalidRequest(
-                f"topic setting {entry.name!r} is not supported; known: {', '.join(sorted(KAFKA_CONFIGS))}"
-            )
+        name = tidelog_name(entry.name)
         value: Any = entry.value
         if value is None:
             continue
@@ -78,13 +84,7 @@ def kafka_config(config: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 async def api_versions(session: Session, request: Request) -> dict[str, Any]:
-    return {
-        "error_code": 0,
-        "api_keys": [
-            {"api_key": k, "min_version": lo, "max_version": hi} for k, (_, lo, hi) in sorted(APIS.items())
-        ],
-        "throttle_time": 0,
-    }
+    return {"error_code": 0, "api_keys": api_keys(), "throttle_time": 0}
 
 
 def _partitions(broker: Broker, count: int) -> list[dict[str, Any]]:
@@ -324,3 +324,114 @@ async def describe_configs(session: Session, request: Request) -> dict[str, Any]
         "throttle_time": 0,
         "results": [await broker.run(_describe, broker, r) for r in request.body.resources],
     }
+
+
+# Altering topic settings --------------------------------------------------------------
+
+SET, DELETE = 0, 1  # IncrementalAlterConfigs' operations (APPEND and SUBTRACT are for lists)
+_DEFAULTS = TopicConfig().to_dict()
+
+
+def _alter(broker: Broker, resource: Any, changes: dict[str, Any], validate_only: bool) -> dict[str, Any]:
+    """Set a topic's settings (`changes`, tidelog's names) through the core; the resource's answer."""
+    entry = {"resource_type": resource.resource_type, "resource_name": resource.resource_name}
+    if resource.resource_type == BROKER_RESOURCE:
+        return {
+            **entry,
+            "error_code": ErrorCode.invalid_request,
+            "error_message": "a broker's settings are `tidelog serve` flags; they cannot be altered",
+        }
+    if resource.resource_type != TOPIC_RESOURCE:
+        return {
+            **entry,
+            "error_code": ErrorCode.invalid_request,
+            "error_message": "only topics have settings",
+        }
+    try:
+        info = broker.log.topic(resource.resource_name)
+        if validate_only:
+            TopicConfig.normalize(changes, info.config)
+        else:
+            broker.log.alter_topic(resource.resource_name, **changes)
+    except TidelogError as e:
+        code = error_code(e)
+        if code == ErrorCode.invalid_request:
+            code = ErrorCode.invalid_config
+        return {**entry, "error_code": code, "error_message": str(e)}
+    return {**entry, "error_code": 0, "error_message": None}
+
+
+def _config_error(resource: Any, e: TidelogError) -> dict[str, Any]:
+    return {
+        "resource_type": resource.resource_type,
+        "resource_name": resource.resource_name,
+        "error_code": ErrorCode.invalid_config,
+        "error_message": str(e),
+    }
+
+
+async def alter_configs(session: Session, request: Request) -> dict[str, Any]:
+    """The legacy AlterConfigs: a topic's Kafka settings become the ones named,
+    the rest back to their defaults (tidelog's own settings stay as they are)."""
+    broker = session.broker
+    body = request.body
+    out = []
+    for resource in body.resources:
+        try:
+            named = tidelog_config(resource.configs)
+        except TidelogError as e:
+            out.append(_config_error(resource, e))
+            continue
+        changes = {name: _DEFAULTS[name] for name in KAFKA_CONFIGS.values()} | named
+        out.append(await broker.run(_alter, broker, resource, changes, bool(body.validate_only)))
+    return {"throttle_time": 0, "responses": out}
+
+
+async def incremental_alter_configs(session: Session, request: Request) -> dict[str, Any]:
+    """SET a setting, or DELETE it back to its default."""
+    broker = session.broker
+    body = request.body
+    out = []
+    for resource in body.resources:
+        try:
+            changes: dict[str, Any] = {}
+            for c in resource.configs:
+                if c.config_operation == SET:
+                    changes |= tidelog_config([c])
+                elif c.config_operation == DELETE:
+                    name = tidelog_name(c.name)
+                    changes[name] = _DEFAULTS[name]
+                else:
+                    raise InvalidRequest(f"topic setting {c.name!r} is not a list: only SET and DELETE apply")
+        except TidelogError as e:
+            out.append(_config_error(resource, e))
+            continue
+        out.append(await broker.run(_alter, broker, resource, changes, bool(body.validate_only)))
+    return {"throttle_time": 0, "responses": out}
+
+
+BROKERS_ENDPOINT = 1  # DescribeCluster's endpoint type: brokers (2 asks for the controllers)
+
+
+async def describe_cluster(session: Session, request: Request) -> dict[str, Any]:
+    broker = session.broker
+    asked = getattr(request.body, "endpoint_type", BROKERS_ENDPOINT)
+    answer = {
+        "throttle_time": 0,
+        "error_code": 0,
+        "error_message": None,
+        "endpoint_type": asked,
+        "cluster_id": CLUSTER_ID,
+        "controller_id": broker.node_id,
+        "brokers": [{"broker_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": None}],
+        "cluster_authorized_operations": NO_OPERATIONS,
+    }
+    if asked != BROKERS_ENDPOINT:  # Kafka's broker answers so; its controllers are a listener apart
+        return {
+            **answer,
+            "error_code": ErrorCode.unsupported_endpoint_type,
+            "error_message": "only brokers answer DescribeCluster here",
+            "controller_id": -1,
+            "brokers": (),
+        }
+    return answer

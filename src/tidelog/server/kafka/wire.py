@@ -26,10 +26,12 @@ from kio.serial.readers import read_nullable_legacy_string, read_unsigned_varint
 from kio.static.constants import EntityType
 
 # The versions the listener answers, by API key: (name, lowest, highest).
-# The lowest are kio's (Kafka 4's, which dropped the versions older clients
-# used before record batches); the highest stop where a version would need
-# what tidelog does not keep (topic ids instead of names: Produce 13, Fetch
-# 13, Metadata 13, OffsetCommit 10; KIP-848's consumer protocol).
+# The lowest are Apache Kafka 4's (KIP-896 dropped the versions older
+# clients used before record batches; tests/kafka checks them against a
+# live Kafka 4 broker's ApiVersions); the highest stop where a version
+# would need what tidelog does not keep (topic ids instead of names:
+# Produce 13, Fetch 13, Metadata 13, OffsetCommit 10; KIP-848's consumer
+# protocol) or where kio's schemas end (DeleteGroups 3).
 APIS: dict[int, tuple[str, int, int]] = {
     0: ("produce", 3, 9),
     1: ("fetch", 4, 12),
@@ -51,10 +53,29 @@ APIS: dict[int, tuple[str, int, int]] = {
     21: ("delete_records", 0, 2),
     22: ("init_producer_id", 0, 4),
     32: ("describe_configs", 1, 4),
+    33: ("alter_configs", 0, 2),
     36: ("sasl_authenticate", 0, 2),
     37: ("create_partitions", 0, 3),
+    42: ("delete_groups", 0, 2),
+    44: ("incremental_alter_configs", 0, 1),
+    47: ("offset_delete", 0, 0),
+    60: ("describe_cluster", 0, 1),
 }
+# Kafka 4's broker advertises Produce from v0 though it serves it from v3
+# (it closes the connection on v0 to v2, as this listener does): ApiVersions
+# says what Kafka's says, so a client that checks for v0 finds it.
+ADVERTISED_LOWEST = {0: 0}
 API_VERSIONS = 18
+
+
+def api_keys() -> list[dict[str, int]]:
+    """ApiVersions' table: what the listener serves, its floors as Kafka 4 advertises them."""
+    return [
+        {"api_key": k, "min_version": ADVERTISED_LOWEST.get(k, lo), "max_version": hi}
+        for k, (_, lo, hi) in sorted(APIS.items())
+    ]
+
+
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 
@@ -131,7 +152,9 @@ def parse_request(frame: bytes) -> Request:
     """Decode a whole frame (without its size prefix).
 
     UnsupportedRequest for an API or version outside `APIS`, MalformedRequest
-    when the bytes do not decode or do not end where the body ends.
+    when the bytes do not decode. Bytes after the body are ignored, as Kafka's
+    broker ignores them: librdkafka's all-topics Metadata v12 carries three
+    (confluent-kafka's `list_topics()`), and Kafka answers it.
     """
     api_key, version, correlation_id = peek_header(frame)
     if not served(api_key, version):
@@ -149,7 +172,7 @@ def parse_request(frame: bytes) -> Request:
         raise
     except Exception as e:  # kio's readers raise several kinds on bad bytes
         raise MalformedRequest(f"{APIS[api_key][0]} v{version} does not decode: {e}") from None
-    if at + size != len(frame):
+    if at + size > len(frame):
         raise MalformedRequest(
             f"{APIS[api_key][0]} v{version} ends at byte {at + size} of a {len(frame)}-byte frame"
         )

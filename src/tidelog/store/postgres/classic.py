@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...errors import UnknownTopic
 from ..base import ClassicGroupTx, ClassicMember, ClassicState
-from ..classic import SQLClassicTx, describe, list_groups, state_row
+from ..classic import SQLClassicTx, commits, describe, list_groups, state_row
 from ..dialect import POSTGRES
 from .base import _SEEK, MAX_OFFSET, PostgresBase, _now_ms, one
 
@@ -34,14 +34,19 @@ class PostgresClassicTx(SQLClassicTx):
         self.store = store
         self.conn = conn
 
-    def commit(self, topic: str, partition: int, offset: int) -> None:
+    def commit(self, topic: str, partition: int, offset: int, metadata: str = "") -> None:
         pid = self.store._pid(topic, partition)
-        row = self.conn.execute(
-            _SEEK, {"grp": self.group, "offset": min(offset, MAX_OFFSET), "pid": pid}
-        ).fetchone()
-        if row is None:
-            raise UnknownTopic(f"topic {topic!r} does not exist")
-        self.store._check_offset(topic, partition, offset, *row)
+        if offset >= 0:
+            row = self.conn.execute(
+                _SEEK, {"grp": self.group, "offset": min(offset, MAX_OFFSET), "pid": pid}
+            ).fetchone()
+            if row is None:
+                raise UnknownTopic(f"topic {topic!r} does not exist")
+            self.store._check_offset(topic, partition, offset, *row)
+        self.remember_commit(pid, offset, metadata)
+
+    def delete_offsets(self, topic: str, partition: int) -> bool:
+        return self.delete_offset(self.store._pid(topic, partition))
 
 
 class PostgresClassicGroups(PostgresBase):
@@ -64,3 +69,7 @@ class PostgresClassicGroups(PostgresBase):
     def classic_list(self) -> list[tuple[str, ClassicState]]:
         with self._conn() as conn:
             return list_groups(conn, POSTGRES)
+
+    def classic_commits(self, group: str) -> list[tuple[str, int, int | None, int | None, str]]:
+        with self._conn() as conn:
+            return commits(conn, POSTGRES, group)

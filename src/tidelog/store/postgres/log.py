@@ -209,6 +209,7 @@ class PostgresLog(PostgresBase):
             conn.execute("DELETE FROM tidelog_partitions WHERE topic_id = %s", (row[0],))
             conn.execute("DELETE FROM tidelog_records WHERE pid = ANY(%s)", (pids,))
             conn.execute("DELETE FROM tidelog_offsets WHERE pid = ANY(%s)", (pids,))
+            conn.execute("DELETE FROM tidelog_classic_commits WHERE pid = ANY(%s)", (pids,))
         self._pids.pop(name, None)
         return True
 

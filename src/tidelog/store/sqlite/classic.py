@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..base import ClassicGroupTx, ClassicMember, ClassicState
-from ..classic import SQLClassicTx, describe, list_groups, state_row
+from ..classic import SQLClassicTx, commits, describe, list_groups, state_row
 from ..dialect import SQLITE
 from .base import SQLiteBase
 
@@ -21,16 +21,21 @@ class SQLiteClassicTx(SQLClassicTx):
         self.store = store
         self.conn = db
 
-    def commit(self, topic: str, partition: int, offset: int) -> None:
+    def commit(self, topic: str, partition: int, offset: int, metadata: str = "") -> None:
         store = self.store
         pid = store._pid(topic, partition)
-        store._bounds_check(self.conn, topic, partition, pid, offset)
-        store.check_start(self.conn, topic, partition, pid, offset)
-        self.conn.execute(
-            "INSERT INTO offsets(grp, pid, committed) VALUES (?, ?, ?) "
-            "ON CONFLICT(grp, pid) DO UPDATE SET committed = excluded.committed",
-            (self.group, pid, offset),
-        )
+        if offset >= 0:
+            store._bounds_check(self.conn, topic, partition, pid, offset)
+            store.check_start(self.conn, topic, partition, pid, offset)
+            self.conn.execute(
+                "INSERT INTO offsets(grp, pid, committed) VALUES (?, ?, ?) "
+                "ON CONFLICT(grp, pid) DO UPDATE SET committed = excluded.committed",
+                (self.group, pid, offset),
+            )
+        self.remember_commit(pid, offset, metadata)
+
+    def delete_offsets(self, topic: str, partition: int) -> bool:
+        return self.delete_offset(self.store._pid(topic, partition))
 
 
 class SQLiteClassicGroups(SQLiteBase):
@@ -60,3 +65,7 @@ class SQLiteClassicGroups(SQLiteBase):
     def classic_list(self) -> list[tuple[str, ClassicState]]:
         with self._read() as conn:
             return list_groups(conn, SQLITE)
+
+    def classic_commits(self, group: str) -> list[tuple[str, int, int | None, int | None, str]]:
+        with self._read() as conn:
+            return commits(conn, SQLITE, group)

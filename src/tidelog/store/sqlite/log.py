@@ -169,6 +169,7 @@ class SQLiteLog(SQLiteBase):
                 db.execute("DELETE FROM records WHERE id BETWEEN ? AND ?", (lo, lo + OFFSET_SPAN - 1))
                 db.execute("DELETE FROM wire_batches WHERE id BETWEEN ? AND ?", (lo, lo + OFFSET_SPAN - 1))
                 db.execute("DELETE FROM offsets WHERE pid = ?", (pid,))
+                db.execute("DELETE FROM classic_commits WHERE pid = ?", (pid,))
                 db.execute("DELETE FROM queue_cursors WHERE pid = ?", (pid,))
                 db.execute(
                     "DELETE FROM queue_state WHERE grp IN (SELECT grp FROM queue_groups) AND pid = ?", (pid,)
