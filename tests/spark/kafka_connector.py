@@ -81,7 +81,9 @@ def _copy(cache: Path) -> None:
         need_service("Java", "install a JDK 17 or later (apt-get install openjdk-17-jre-headless)")
     mvn = shutil.which("mvn")
     if mvn is None:
-        need_service("Maven", "install Maven 3.8 or later (apt-get install maven) to fetch Spark's Kafka connector")
+        need_service(
+            "Maven", "install Maven 3.8 or later (apt-get install maven) to fetch Spark's Kafka connector"
+        )
     cache.mkdir(parents=True, exist_ok=True)
     with _locked(cache / ".lock"):
         done = cache / "jars" / ".complete"

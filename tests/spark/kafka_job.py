@@ -42,7 +42,9 @@ STALL_MS = 600_000  # longer than any test waits: the process is killed first
 
 
 def session(jars: str, cores: int) -> Any:
-    spark = tidelog.spark.session(f"local[{cores}]", "tidelog-kafka-connector", **SPARK_CONF, **{"spark.jars": jars})
+    spark = tidelog.spark.session(
+        f"local[{cores}]", "tidelog-kafka-connector", **SPARK_CONF, **{"spark.jars": jars}
+    )
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

@@ -207,3 +207,73 @@ def test_a_streaming_job_killed_mid_batch_and_restarted_writes_on_tidelog_what_i
         assert outputs[target.name] == outputs["kafka"], f"{target} differs from Apache Kafka"
     # The rerun of micro-batch 1, then the rest of the first records and those written while down.
     assert batches == [3] * len(brokers)
+
+
+def offsets_json(topic: str, offsets: dict[int, int]) -> str:
+    return json.dumps({topic: {str(p): o for p, o in offsets.items()}})
+
+
+def test_batch_reads_with_offsets_json_read_on_tidelog_what_they_read_on_kafka(brokers, connector):
+    """spark.read.format("kafka") with startingOffsets/endingOffsets JSON (an offset, -2
+    earliest, -1 latest), "earliest"/"latest", and by timestamp, on a topic whose
+    partition 1 lost its first record to DeleteRecords: the rows (partition, offset,
+    key, value, timestamp and its type, headers) equal Apache Kafka's.
+
+    Offsets are Kafka's on both: the listener numbers a partition from 0 as Kafka
+    does (tidelog's own offset n is its n - 1). Through tidelog's own source,
+    format("tidelog"), the same records carry tidelog's offsets, one higher, so the
+    same JSON starts a record earlier: the last read shows that difference.
+    """
+    topic = unique("spark-read")
+    t0 = (int(time.time()) - 3600) * 1000
+    for target in brokers:
+        create(target, topic)
+        produce(target, topic, range(5), t0)
+        admin = AdminClient({"bootstrap.servers": bootstrap(target)})
+        for deleted in admin.delete_records([ck.TopicPartition(topic, 1, 1)]).values():
+            deleted.result(30)
+    reads = {
+        "offsets": {
+            "startingOffsets": offsets_json(topic, {0: 2, 1: -2}),
+            "endingOffsets": offsets_json(topic, {0: -1, 1: 3}),
+        },
+        "earliest to latest": {"startingOffsets": "earliest", "endingOffsets": "latest"},
+        # Partition 1's end lies past its last record: Spark reads to its latest offset.
+        "by timestamp": {
+            "startingOffsetsByTimestamp": offsets_json(topic, {0: t0 + 2500, 1: t0}),
+            "endingOffsetsByTimestamp": offsets_json(topic, {0: t0 + 4000, 1: t0 + 60_000}),
+        },
+    }
+    seen: dict[str, dict[str, list[list[Any]]]] = {}
+    for name, options in reads.items():
+        for target in brokers:
+            options = {**options, "kafka.bootstrap.servers": bootstrap(target), "subscribe": topic}
+            rows = connector.call("read", format="kafka", options={**options, "includeHeaders": "true"})
+            seen.setdefault(name, {})[target.name] = rows
+    positions = {name: [(r[0], r[1]) for r in by["kafka"]] for name, by in seen.items()}
+    assert positions == {
+        "offsets": [(0, 2), (0, 3), (0, 4), (1, 1), (1, 2)],
+        "earliest to latest": [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (1, 1), (1, 2), (1, 3), (1, 4)],
+        "by timestamp": [(0, 3), (1, 1), (1, 2), (1, 3), (1, 4)],
+    }
+    headers = [["n", "2"], ["source", "test"]]
+    assert seen["offsets"]["kafka"][0] == [0, 2, "customer-2", "café 0-2", t0 + 2000, 0, headers]
+    for name, by in seen.items():
+        for target in brokers[1:]:
+            assert by[target.name] == by["kafka"], f"{name}: {target} differs from Apache Kafka"
+
+    # The same JSON through tidelog's own source on the same store names tidelog's offsets:
+    # {"0": 2} there is Kafka's offset 1, the record before the one the connector starts at.
+    sqlite = next(t for t in brokers if t.name == "sqlite")
+    own = connector.call(
+        "read",
+        format="tidelog",
+        options={"url": sqlite.store, "subscribe": topic, "includeHeaders": "true", **reads["offsets"]},
+    )
+    assert [(r[0], r[1]) for r in own] == [(0, 2), (0, 3), (0, 4), (0, 5), (1, 2)]
+    by_kafka_offset = {(r[0], r[1]): r for r in seen["earliest to latest"]["sqlite"]}
+    # The same records, but for the timestamp's type: the source calls every timestamp
+    # append time (1), the listener a producer's timestamp CreateTime (0), as Kafka does.
+    assert [r[5] for r in own] == [1] * len(own)
+    kafka_rows = [by_kafka_offset[r[0], r[1] - 1] for r in own]
+    assert [[r[0], r[1] - 1, *r[2:5], r[6]] for r in own] == [[*r[:5], r[6]] for r in kafka_rows]
