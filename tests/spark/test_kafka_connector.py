@@ -125,7 +125,8 @@ def expected_output() -> dict[int, list[tuple[Any, ...]]]:
     """What the job writes through the kill and restart, on Apache Kafka as on any broker
     that behaves as it does: every record once, but partition 0's half of micro-batch 1,
     written before the kill and again when the restart runs the batch anew."""
-    numbers = {0: [*range(20), *range(10, FIRST_RUN + WHILE_DOWN)], 1: list(range(FIRST_RUN + WHILE_DOWN))}
+    total = FIRST_RUN + WHILE_DOWN
+    numbers = {0: [*range(AT_KILL[0]), *range(STALL[1], total)], 1: list(range(total))}
     out = {}
     for p, seq in numbers.items():
         rows = []
