@@ -136,3 +136,23 @@ def test_a_redis_client_that_does_not_read_is_closed(tmp_path):
         assert server.client().ping()
     finally:
         server.close()
+
+
+def test_an_sse_client_that_does_not_read_is_closed_and_commits_no_more(serve):
+    server = serve(limits=Limits(write_timeout=1))
+    port = httpx.URL(server.url).port
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        for _ in range(40):  # 40 MB of events: more than the kernel and granian buffer
+            http.post("/v1/topics/t/records", json={"records": [{"value": "x" * 2000} for _ in range(500)]})
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", port))
+        try:
+            sock.sendall(b"GET /v1/topics/t/stream?group=g HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert closed_by(sock, port, time.monotonic() + 1 + SLACK_S)
+            committed = http.get("/v1/groups/g").json()["partitions"][0]["committed"]
+            assert 0 < committed < 20_000  # what was handed over before it stalled, no more
+            time.sleep(1.5)
+            assert http.get("/v1/groups/g").json()["partitions"][0]["committed"] == committed
+        finally:
+            sock.close()

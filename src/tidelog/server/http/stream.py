@@ -11,12 +11,15 @@ few seconds so proxies keep it open.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Message, Receive, Scope, Send
 
 from ...config import check_name
 from ...wire import row_to_wire
@@ -24,6 +27,39 @@ from .bodies import query_bool, query_int, query_str
 from .responses import ctx_of, raw_json
 
 BATCH = 500
+
+
+class _Stalled(Exception):
+    """The client took no event within the write deadline."""
+
+
+class DeadlineStream(StreamingResponse):
+    """A streaming response whose every chunk must be taken within `write_timeout`:
+    a client that stops reading holds its connection (and, with commit=true, the
+    group's position) until then, not for ever. Its connection is then shut down
+    (the connection guard), and the events not taken are not committed."""
+
+    def __init__(self, content: AsyncIterator[bytes], write_timeout: float, abort: Any, **kw: Any):
+        super().__init__(content, **kw)
+        self.write_timeout = write_timeout
+        self.abort = abort
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def timed(message: Message) -> None:
+            if message["type"] != "http.response.body" or not message.get("more_body"):
+                await send(message)
+                return
+            try:
+                async with asyncio.timeout(self.write_timeout):
+                    await send(message)
+            except TimeoutError:
+                self.abort(scope.get("client"))
+                raise _Stalled from None
+
+        try:
+            await super().__call__(scope, receive, timed)
+        except _Stalled:
+            pass
 
 
 async def stream(request: Request) -> Response:
@@ -78,8 +114,10 @@ async def stream(request: Request) -> Response:
             if auto_commit:
                 await ctx.run(commit, done)
 
-    return StreamingResponse(
+    return DeadlineStream(
         events(),
+        ctx.settings.limits.write_timeout,
+        ctx.connections.abort,
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
