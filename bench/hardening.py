@@ -1,4 +1,4 @@
-"""Issue 27's probes, before and after: each attack or accident against a real `tidelog serve`.
+"""The hardening probes, before and after: each attack or accident against a real `tidelog serve`.
 
     python bench/hardening.py --before SRC --after SRC [--markdown]
 

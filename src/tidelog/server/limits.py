@@ -59,8 +59,10 @@ class Limits:
         whatever the request asks (Kafka's `fetch.max.bytes`); one record
         goes out all the same when the first partition's is larger (KIP-74).
     write_timeout: seconds an answer may wait for a client to take it (Kafka,
-        Redis): a client that stops reading is closed then and its slot freed.
-        Before authentication the handshake deadline bounds writes too.
+        Redis, SSE): a client that stops reading is closed then and its slot
+        freed. The idle timeout bounds it too (a client that takes nothing is
+        as silent as an idle one: `write_deadline`), and before
+        authentication the handshake deadline.
     max_invalid_commands: a subscriber (WebSocket, POST /subscribe) that sends
         this many invalid commands in a row is closed: each is answered with
         its error, the last with the reason it is closed. A client that sends
@@ -88,6 +90,13 @@ class Limits:
     auth_free_failures: int = DEFAULT_AUTH_FREE_FAILURES
     auth_wait: float = DEFAULT_AUTH_WAIT_S
     auth_max_wait: float = DEFAULT_AUTH_MAX_WAIT_S
+
+    @property
+    def write_deadline(self) -> float:
+        """How long an answer may wait to be taken: write_timeout, or idle_timeout when shorter."""
+        if self.idle_timeout:
+            return min(self.write_timeout, self.idle_timeout)
+        return self.write_timeout
 
     def __post_init__(self) -> None:
         self.validate()

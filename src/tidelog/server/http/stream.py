@@ -34,7 +34,7 @@ class _Stalled(Exception):
 
 
 class DeadlineStream(StreamingResponse):
-    """A streaming response whose every chunk must be taken within `write_timeout`:
+    """A streaming response whose every chunk must be taken within `Limits.write_deadline`:
     a client that stops reading holds its connection (and, with commit=true, the
     group's position) until then, not for ever. Its connection is then shut down
     (the connection guard), and the events not taken are not committed."""
@@ -116,7 +116,7 @@ async def stream(request: Request) -> Response:
 
     return DeadlineStream(
         events(),
-        ctx.settings.limits.write_timeout,
+        ctx.settings.limits.write_deadline,
         ctx.connections.abort,
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},

@@ -246,11 +246,11 @@ class Connection:
 
     async def _drain(self) -> None:
         """Wait for the client to take what was written, within the write deadline:
-        the handshake's before authentication, `write_timeout` after. A client that
+        the handshake's before authentication, `Limits.write_deadline` after. A client that
         does not read is closed (its buffers and its connection slot freed)."""
         limits = self.broker.limits
         if self.session.authenticated:
-            deadline = limits.write_timeout
+            deadline = limits.write_deadline
         else:
             deadline = self.started + limits.handshake_timeout - asyncio.get_running_loop().time()
         try:

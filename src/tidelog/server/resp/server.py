@@ -352,17 +352,17 @@ class Connection:
             transport.close()
 
     async def drain(self) -> None:
-        """Wait for the client to take the replies written, at most `write_timeout`:
+        """Wait for the client to take the replies written, at most `Limits.write_deadline`:
         a client that does not read is hung up on, its buffers and slot freed."""
         try:
-            async with asyncio.timeout(self.server.limits.write_timeout):
+            async with asyncio.timeout(self.server.limits.write_deadline):
                 await self.transport_writer.drain()
         except TimeoutError:
             logger.info(
-                "RESP client %s took no reply within %gs: closed", self.id, self.server.limits.write_timeout
+                "RESP client %s took no reply within %gs: closed", self.id, self.server.limits.write_deadline
             )
             self.hang_up()
-            raise ConnectionResetError("the client took no reply within write_timeout") from None
+            raise ConnectionResetError("the client took no reply within its write deadline") from None
 
     def close(self) -> None:
         """The connection ended: stop its timers, drop its buffers."""
