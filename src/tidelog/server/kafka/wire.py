@@ -14,16 +14,18 @@ from __future__ import annotations
 import datetime
 import io
 import struct
-from dataclasses import MISSING, Field, fields, is_dataclass
+from dataclasses import MISSING, is_dataclass
 from functools import cache
-from types import NoneType, UnionType
-from typing import Any, Literal, NamedTuple, get_args, get_origin
+from typing import Any, Literal, NamedTuple
 
 from kio.index import load_entity_module
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial.readers import read_nullable_legacy_string, read_unsigned_varint
 from kio.static.constants import EntityType
+
+from .lengths import check_lengths
+from .plans import FieldPlan, plan_of
 
 # The versions the listener answers, by API key: (name, lowest, highest).
 # The lowest are Apache Kafka 4's (KIP-896 dropped the versions older
@@ -167,6 +169,7 @@ def parse_request(frame: bytes) -> Request:
         at = 8 + size
         if cls.__flexible__:
             at = _skip_tags(frame, at)
+        check_lengths(cls, frame, at)  # before kio's reader reserves room for what they claim
         body, size = _reader(cls)(frame, at)
     except MalformedRequest:
         raise
@@ -264,44 +267,6 @@ def respond_numbers(request: Request, shape: Any, make: Any, numbers: list[int])
 # Building a response from plain values -------------------------------------------
 
 
-class _Plan(NamedTuple):
-    name: str
-    kind: str  # "entities", "entity", "primitives" or "primitive"
-    inner: Any  # the entity class, for entities and entity
-    kafka_type: str
-    optional: bool
-    default: Any  # MISSING when the field has none
-
-
-@cache
-def _plan(cls: type) -> tuple[_Plan, ...]:
-    plans = []
-    for f in fields(cls):
-        kind, inner, optional = _classify(f)  # a kio dataclass: its fields are Field objects
-        default: Any = MISSING
-        if f.default is not MISSING:
-            default = f.default
-        elif f.default_factory is not MISSING:
-            default = f.default_factory()
-        plans.append(_Plan(f.name, kind, inner, f.metadata.get("kafka_type", ""), optional, default))
-    return tuple(plans)
-
-
-def _classify(f: Field[Any]) -> tuple[str, Any, bool]:
-    t = f.type
-    optional = False
-    if get_origin(t) is UnionType:
-        args = [a for a in get_args(t) if a is not NoneType]
-        optional = len(args) != len(get_args(t))
-        t = args[0]
-    if get_origin(t) is tuple:
-        inner = get_args(t)[0]
-        return ("entities" if is_dataclass(inner) else "primitives"), inner, optional
-    if is_dataclass(t):
-        return "entity", t, optional
-    return "primitive", t, optional
-
-
 _ZERO: dict[str, Any] = {
     "string": "",
     "bytes": b"",
@@ -319,7 +284,7 @@ def build(cls: Any, values: dict[str, Any]) -> Any:
     milliseconds, lists of dicts for arrays of entities. Names `cls` lacks
     are ignored; fields not given take their default or their zero."""
     kwargs: dict[str, Any] = {}
-    for plan in _plan(cls):
+    for plan in plan_of(cls):
         if plan.name in values:
             value = values[plan.name]
         elif plan.default is not MISSING:
@@ -336,7 +301,7 @@ def build(cls: Any, values: dict[str, Any]) -> Any:
     return cls(**kwargs)
 
 
-def _convert(plan: _Plan, value: Any) -> Any:
+def _convert(plan: FieldPlan, value: Any) -> Any:
     if value is None:
         return None
     if plan.kind == "entities":
