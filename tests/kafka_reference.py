@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import fcntl
 import json
 import os
 import secrets
@@ -44,6 +43,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from locks import locked as _locked  # kafka_clients.py takes it from here too
 
 KAFKA_VERSION = "4.4.0"
 POM = Path(__file__).parent / "tools" / "kafka" / "pom.xml"
@@ -111,16 +112,6 @@ def libs() -> Path:
         partial.rename(cache / "libs")
         done.touch()
     return done.parent
-
-
-@contextlib.contextmanager
-def _locked(path: Path):
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 # Kafka's command-line scripts and the main class each runs (bin/*.sh of Kafka's distribution).

@@ -25,8 +25,6 @@ without the connector and cannot take it later.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import queue
@@ -39,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import need_service  # tests/conftest.py
+from locks import locked  # tests/locks.py
 from worker_process import kill_all  # tests/worker_process.py
 
 POM = Path(__file__).parent.parent / "tools" / "spark-kafka" / "pom.xml"
@@ -85,7 +84,7 @@ def _copy(cache: Path) -> None:
             "Maven", "install Maven 3.8 or later (apt-get install maven) to fetch Spark's Kafka connector"
         )
     cache.mkdir(parents=True, exist_ok=True)
-    with _locked(cache / ".lock"):
+    with locked(cache / ".lock"):
         done = cache / "jars" / ".complete"
         if done.exists():  # another process copied them while this one waited
             return
@@ -104,16 +103,6 @@ def _copy(cache: Path) -> None:
             shutil.rmtree(partial, ignore_errors=True)
             failures.append(f"{version}: {(copied.stdout + copied.stderr)[-1500:]}")
         need_service("Spark's Kafka connector", "mvn failed: " + " | ".join(failures))
-
-
-@contextlib.contextmanager
-def _locked(path: Path):
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def job_argv(mode: str, jars: list[str], *args: str) -> list[str]:
