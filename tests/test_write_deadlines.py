@@ -45,7 +45,7 @@ def closed_by(sock: socket.socket, server_port: int, deadline: float) -> bool:
     """Whether the server lets go of its end of `sock` by `deadline` (monotonic),
     seen in /proc without reading: a read would drain the answers it must not take."""
     client_port = sock.getsockname()[1]
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline:  # the caller saw it accepted (its sends were read)
         if not server_end_owned(server_port, client_port):
             return True
         time.sleep(0.05)
@@ -149,6 +149,10 @@ def test_an_sse_client_that_does_not_read_is_closed_and_commits_no_more(serve):
         sock.connect(("127.0.0.1", port))
         try:
             sock.sendall(b"GET /v1/topics/t/stream?group=g HTTP/1.1\r\nHost: x\r\n\r\n")
+            # Accepted first: a connection still in the kernel's queue has no owner either.
+            accepted = time.monotonic() + SLACK_S
+            while not server_end_owned(port, sock.getsockname()[1]) and time.monotonic() < accepted:
+                time.sleep(0.02)
             assert closed_by(sock, port, time.monotonic() + 1 + SLACK_S)
             committed = http.get("/v1/groups/g").json()["partitions"][0]["committed"]
             assert 0 < committed < 20_000  # what was handed over before it stalled, no more

@@ -6,8 +6,9 @@
 #   1. Debian's postgresql, when no server binaries are installed;
 #   2. a cluster (pg_createcluster), when the newest installed version has none;
 #   3. the cluster started (pg_ctlcluster: there is no systemd in a container);
-#   4. pg_hba.conf: `trust` for user postgres over loopback (127.0.0.1 and ::1), one
-#      marked block at the top of the file, when a password-less connection is refused;
+#   4. pg_hba.conf: `trust` over loopback (127.0.0.1 and ::1), one marked block at the
+#      top of the file, when a password-less connection is refused (the tests connect as
+#      postgres, and as roles of their own that they make and drop);
 #   5. the database `test`.
 # As root, or with sudo that asks for no password; otherwise this says what to do and
 # goes on: the PostgreSQL tests skip on a laptop and fail under CI (CI set).
@@ -16,7 +17,7 @@ set -eu
 
 DEFAULT_URL="postgresql://postgres@127.0.0.1:5432/test"
 URL="${TIDELOG_TEST_PG:-$DEFAULT_URL}"
-MARK="# tidelog tests: user postgres over loopback without a password (tools/postgres.sh)"
+MARK="# tidelog tests: any user over loopback without a password (tools/postgres.sh)"
 
 answers() {  # the tests' URL accepts a password-less connection and a query
     command -v psql >/dev/null 2>&1 &&
@@ -78,16 +79,16 @@ ready() {
 }
 ready || true
 
-# 4. loopback without a password, for user postgres only, when it is refused now
+# 4. loopback without a password, when it is refused now (a test machine's server only)
 ADMIN_URL="postgresql://postgres@127.0.0.1:5432/postgres"
 if ! PGCONNECT_TIMEOUT=3 psql "$ADMIN_URL" -XAtqc 'SELECT 1' >/dev/null 2>&1 &&
     ! $as_root grep -qF "$MARK" "$conf/pg_hba.conf"; then
-    echo "letting user postgres in over loopback without a password ($conf/pg_hba.conf)"
+    echo "letting users in over loopback without a password ($conf/pg_hba.conf)"
     tmp="$(mktemp)"
     {
         echo "$MARK"
-        echo "host    all    postgres    127.0.0.1/32    trust"
-        echo "host    all    postgres    ::1/128         trust"
+        echo "host    all    all    127.0.0.1/32    trust"
+        echo "host    all    all    ::1/128         trust"
         echo
         $as_root cat "$conf/pg_hba.conf"
     } >"$tmp"
