@@ -17,6 +17,7 @@ from dumps import dump
 from kafka_serve import KafkaServe
 from kafka_wire import KafkaWire, encode_request
 from pgschema import postgres_schema
+from tidelog.records import NewRecord
 from tidelog.server.kafka.batches import write_batch
 from tidelog.server.kafka.handlers import HANDLERS
 from tidelog.server.kafka.wire import APIS
@@ -371,10 +372,11 @@ def test_a_fetch_reads_across_compaction_gaps_text_and_tombstones(served):
     tombstone, within the byte limit counted on the wire."""
     with tidelog.open(served.target) as log:
         log.create_topic("gaps", 1, cleanup_policy="compact")
-        producer = log.producer()
-        for i, key in enumerate(["k0", "k1", "k0", "k2", "k0", "k3"]):
-            producer.send("gaps", {"v": i}, key=key, partition=0)
-        producer.send("gaps", None, key="k3", partition=0)  # a tombstone
+        # One batch: every record has the batch's timestamp, so each takes the same bytes
+        # (sent one by one on a loaded machine, a delta past 63 ms took a byte more).
+        records = [NewRecord({"v": i}, key=key) for i, key in enumerate(["k0", "k1", "k0", "k2", "k0", "k3"])]
+        records.append(NewRecord(None, key="k3"))  # a tombstone
+        log.producer().send_batch("gaps", records, partition=0)
         log.clean("gaps")
         start = log.offsets("gaps")[0].first_offset - 1
     assert start == 1  # offsets 2 (k1), 4 (k2), 5 (k0) and 7 (k3's tombstone) are kept
