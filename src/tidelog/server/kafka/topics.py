@@ -286,6 +286,16 @@ def _broker_configs(broker: Broker) -> list[tuple[str, str]]:
     ]
 
 
+_DEFAULT_TEXTS = dict(kafka_config({}))
+
+
+def _topic_source(name: str, value: str) -> int:
+    """A setting at its default is described as Kafka describes one the topic does not set
+    (DEFAULT_CONFIG): tools that show a topic's overrides (kafka-configs --describe,
+    sarama's ListTopics, franz-go's kadm) list only the settings changed from it."""
+    return DEFAULT_CONFIG if _DEFAULT_TEXTS.get(name) == value else DYNAMIC_TOPIC_CONFIG
+
+
 def _describe(broker: Broker, resource: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "resource_type": resource.resource_type,
@@ -296,9 +306,11 @@ def _describe(broker: Broker, resource: Any) -> dict[str, Any]:
     try:
         if resource.resource_type == TOPIC_RESOURCE:
             info = broker.log.topic(resource.resource_name)
-            pairs, source, read_only = kafka_config(info.config), DYNAMIC_TOPIC_CONFIG, False
+            configs = [(k, v, _topic_source(k, v)) for k, v in kafka_config(info.config)]
+            read_only = False
         elif resource.resource_type == BROKER_RESOURCE:
-            pairs, source, read_only = _broker_configs(broker), STATIC_BROKER_CONFIG, True
+            configs = [(k, v, STATIC_BROKER_CONFIG) for k, v in _broker_configs(broker)]
+            read_only = True
         else:
             return {
                 **entry,
@@ -312,7 +324,7 @@ def _describe(broker: Broker, resource: Any) -> dict[str, Any]:
         **entry,
         "configs": [
             {"name": k, "value": v, "read_only": read_only, "config_source": source, "is_sensitive": False}
-            for k, v in pairs
+            for k, v, source in configs
             if keys is None or k in keys
         ],
     }
