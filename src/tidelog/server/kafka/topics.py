@@ -296,7 +296,7 @@ def _topic_source(name: str, value: str) -> int:
     return DEFAULT_CONFIG if _DEFAULT_TEXTS.get(name) == value else DYNAMIC_TOPIC_CONFIG
 
 
-def _describe(broker: Broker, resource: Any) -> dict[str, Any]:
+def _describe(broker: Broker, resource: Any, synonyms: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "resource_type": resource.resource_type,
         "resource_name": resource.resource_name,
@@ -323,18 +323,35 @@ def _describe(broker: Broker, resource: Any) -> dict[str, Any]:
     return {
         **entry,
         "configs": [
-            {"name": k, "value": v, "read_only": read_only, "config_source": source, "is_sensitive": False}
+            {
+                "name": k,
+                "value": v,
+                "read_only": read_only,
+                "config_source": source,
+                "is_sensitive": False,
+                "synonyms": _synonyms(k, v, source) if synonyms else (),
+            }
             for k, v, source in configs
             if keys is None or k in keys
         ],
     }
 
 
+def _synonyms(name: str, value: str, source: int) -> tuple[dict[str, Any], ...]:
+    """A topic's override is its own synonym, first in the order Kafka applies them
+    (kafka-configs --describe prints it); tidelog has no broker-level topic defaults."""
+    if source != DYNAMIC_TOPIC_CONFIG:
+        return ()
+    return ({"name": name, "value": value, "source": source},)
+
+
 async def describe_configs(session: Session, request: Request) -> dict[str, Any]:
     broker = session.broker
+    body = request.body
+    synonyms = bool(getattr(body, "include_synonyms", False))  # v1 and later
     return {
         "throttle_time": 0,
-        "results": [await broker.run(_describe, broker, r) for r in request.body.resources],
+        "results": [await broker.run(_describe, broker, r, synonyms) for r in body.resources],
     }
 
 
