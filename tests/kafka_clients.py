@@ -70,9 +70,10 @@ def _built(name: str, digest: str, build: Callable[[Path], None]) -> Path:
 
 
 def _run_build(argv: list[str], what: str, **kwargs: Any) -> None:
+    """Run a build step (niced: it shares the machine with the tests); a failed build fails."""
     done = subprocess.run(["nice", *argv], capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, **kwargs)
     if done.returncode != 0:
-        need(what, f"{' '.join(argv[:3])} failed: {(done.stdout + done.stderr)[-3000:]}")
+        raise RuntimeError(f"building {what}: {' '.join(argv[:3])} failed: {(done.stdout + done.stderr)[-3000:]}")
 
 
 GO_PROGRAMS = ("franz", "sarama")
