@@ -125,3 +125,33 @@ def until(check: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.05)
+
+
+# The deliberate differences: each is named by the tests that meet it (`differs`), and
+# docs/guides/kafka.md carries them as a table that tests/kafka/test_diff_guide.py checks.
+DIFFERENCES = {
+    "broker-per-serve": "each `tidelog serve` is a broker that answers Metadata with itself alone, the leader "
+    "of every partition and the coordinator of every group (node ids, hosts and ports are not compared); "
+    "Kafka's brokers list one another and share the partitions out",
+    "internal-topics": "Kafka lists its internal topics (`__consumer_offsets`); tidelog has none to list",
+    "newest-versions": "tidelog serves no version that needs topic ids (Produce 13, Fetch 13, Metadata 13, "
+    "OffsetCommit 10, OffsetFetch 8 and later) nor the APIs of transactions, ACLs, quotas, KIP-848 and share groups",
+    "commit-past-the-end": "an OffsetCommit past a partition's end is refused (`OFFSET_OUT_OF_RANGE`): "
+    "Kafka keeps any offset",
+    "max-message-bytes": "a topic's `max.message.bytes` bounds each record, 1 MiB (1048576) by default; "
+    "Kafka's bounds a batch, 1048588 by default",
+    "config-details": "DescribeConfigs answers tidelog's six topic settings and its serve flags, "
+    "without Kafka's synonyms, documentation and the other settings Kafka lists",
+}
+
+
+def differs(key: str) -> str:
+    """Name a deliberate difference where a test meets it (DIFFERENCES)."""
+    assert key in DIFFERENCES, key
+    return key
+
+
+def without_internal(topics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Metadata's topics but Kafka's internal ones (`differs("internal-topics")`)."""
+    differs("internal-topics")
+    return [t for t in topics if not (t.get("name") or "").startswith("__")]

@@ -478,8 +478,9 @@ def delete_offsets(
     def step(tx: ClassicGroupTx) -> tuple[str | None, list[str | TidelogError | None]]:
         g = _Group(tx, now)
         g.expire()
-        if g.state.generation == 0 and not g.members and not tx.delete_group():
-            return GROUP_ID_NOT_FOUND, []  # the lock's row is gone with it: nothing written
+        if g.state.generation == 0 and not g.members and not tx.has_commits():
+            tx.delete_group()  # the rows this step's lock made: a refused request writes nothing
+            return GROUP_ID_NOT_FOUND, []
         used = {t for m in g.members.values() for t, _ in assigned_partitions(m.assignment)}
         results: list[str | TidelogError | None] = []
         for topic, partition in partitions:

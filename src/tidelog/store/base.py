@@ -620,6 +620,9 @@ class ClassicGroupTx(Protocol):
     def delete_group(self) -> int:
         """Remove the group and everything it holds (DeleteGroups); how many commits it had."""
 
+    def has_commits(self) -> bool:
+        """Whether the group has committed anything (a Kafka commit, negative ones too)."""
+
 
 T = TypeVar("T")
 

@@ -121,6 +121,15 @@ class SQLClassicTx:
         ).rowcount
         return gone > 0
 
+    def has_commits(self) -> bool:
+        for table in ("offsets", "classic_commits"):
+            found = self.db.execute(
+                self.sql(f"SELECT 1 FROM {{t}}{table} WHERE grp = ? LIMIT 1"), (self.group,)
+            )
+            if found.fetchone() is not None:
+                return True
+        return False
+
     def delete_group(self) -> int:
         """Remove the group: its members, state, commits and stream group; how many commits it had."""
         commits: int = 0
