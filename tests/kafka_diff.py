@@ -142,6 +142,9 @@ DIFFERENCES = {
     "Kafka's bounds a batch, 1048588 by default",
     "config-details": "DescribeConfigs answers tidelog's six topic settings and its serve flags, "
     "without Kafka's synonyms, documentation and the other settings Kafka lists",
+    "replicas": "Kafka 4 makes a topic with `min.insync.replicas` and describes its partitions' eligible "
+    "leader replicas (DescribeTopicPartitions, which `kafka-topics --describe` uses); tidelog keeps no "
+    "replicas: it has neither setting nor API, and the tool prints N/A for them",
 }
 
 

@@ -10,7 +10,7 @@ import re
 import time
 from pathlib import Path
 
-from kafka_diff import until
+from kafka_diff import differs, until
 from kafka_reference import run_tool, unique
 
 PARTITIONS = 3
@@ -36,9 +36,8 @@ def table(text: str, drop: tuple[str, ...] = ()) -> list[dict[str, str]]:
 
 def described_topic(text: str) -> list[str]:
     """kafka-topics --describe, less what names the cluster (topic id, leader, replicas, isr)
-    and the replication tidelog does not have: Kafka 4 sets min.insync.replicas on a new
-    topic for its eligible leader replicas (ELR), which its DescribeTopicPartitions lists
-    where tidelog's Metadata answer has none (the tool prints N/A)."""
+    and the replication tidelog does not have (min.insync.replicas, eligible leader replicas)."""
+    differs("replicas")
     text = re.sub(r"TopicId: \S+", "TopicId: *", text)
     text = re.sub(r"(Leader|Replicas|Isr|Elr|LastKnownElr): (N/A|[\d,]*)", r"\1: *", text)
     text = re.sub(r"\bmin\.insync\.replicas=1,?", "", text)
