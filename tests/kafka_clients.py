@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kafka_reference import KAFKA_VERSION, _locked, cache_dir, java, libs, need
+from kafka_reference import KAFKA_VERSION, RUN_ENV, _locked, cache_dir, java, libs, need
 
 TOOLS = Path(__file__).parent / "tools"
 GO = TOOLS / "go"
@@ -73,7 +73,9 @@ def _run_build(argv: list[str], what: str, **kwargs: Any) -> None:
     """Run a build step (niced: it shares the machine with the tests); a failed build fails."""
     done = subprocess.run(["nice", *argv], capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, **kwargs)
     if done.returncode != 0:
-        raise RuntimeError(f"building {what}: {' '.join(argv[:3])} failed: {(done.stdout + done.stderr)[-3000:]}")
+        raise RuntimeError(
+            f"building {what}: {' '.join(argv[:3])} failed: {(done.stdout + done.stderr)[-3000:]}"
+        )
 
 
 GO_PROGRAMS = ("franz", "sarama")
@@ -198,7 +200,40 @@ def make_topic(target: Any, topic: str, partitions: int) -> None:
 
         def known(which: int = which) -> bool:
             with target.wire(which) as wire:
-                meta = wire.call(3, 12, {"topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False})
+                meta = wire.call(
+                    3, 12, {"topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False}
+                )
             return meta.topics[0].error_code == 0 and len(meta.topics[0].partitions) == partitions
 
         until(known, f"{target} to know {topic}")
+
+
+# Kafka's answers, once a run ---------------------------------------------------------
+
+
+def run_name(prefix: str) -> str:
+    """A topic or group name of this run, the same in every worker: a scenario runs under
+    one name on Kafka and on each tidelog cluster (separate clusters), so the names in what
+    the clients print compare equal."""
+    run = os.environ[RUN_ENV]
+    return f"{prefix}-{hashlib.sha256(run.encode()).hexdigest()[:8]}"
+
+
+def jsonable(value: Any) -> Any:
+    """`value` as JSON gives it back (tuples as lists, bytes as text): how an answer is kept."""
+    return json.loads(json.dumps(value, default=lambda b: b.decode("utf-8", "replace")))
+
+
+def reference(key: str, scenario: Callable[[], Any]) -> Any:
+    """Apache Kafka's answer to `scenario`, run once a run whatever the number of xdist
+    workers (a file in the run's directory, under a lock), as `jsonable` keeps it. The
+    tidelog fixture's stores often land on two workers, and a scenario's JVM tools and
+    clients on Kafka cost as much as on tidelog: each run once instead of twice."""
+    run = Path(os.environ[RUN_ENV])
+    kept = run / f"reference-{key}.json"
+    with _locked(run / f"reference-{key}.lock"):
+        if kept.exists():
+            return json.loads(kept.read_text())
+        answer = jsonable(scenario())
+        kept.write_text(json.dumps(answer))
+    return answer

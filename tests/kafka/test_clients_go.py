@@ -5,12 +5,11 @@ resumes where it committed; and each one's admin client, call by call
 
 from __future__ import annotations
 
-import functools
+from pathlib import Path
 
 import pytest
 
-from kafka_clients import call, go_program, make_topic
-from kafka_reference import unique
+from kafka_clients import call, go_program, jsonable, make_topic, reference, run_name
 
 PROGRAMS = ("franz", "sarama")
 RECORDS = 10_000  # the issue's measure: sarama's group of two re-read 8,856 of these
@@ -23,11 +22,10 @@ def program(request) -> list[str]:
     return [str(go_program(request.param))]
 
 
-def group_of_two_then_restart(program: list[str], target) -> dict:
+def group_of_two_then_restart(program: list[str], target, topic: str, group: str) -> dict:
     """Produce RECORDS keyed records to a 3-partition topic; a group of two consumes them,
     the second member joining in the middle; MORE records; one member of the group,
     restarted, consumes: what each step saw, as counts and the records' places."""
-    topic, group = unique("go-group"), unique("go-group")
     make_topic(target, topic, 3)
     produced = call(program, target.bootstrap, "produce", topic=topic, count=RECORDS)
     first = call(
@@ -58,30 +56,20 @@ def group_of_two_then_restart(program: list[str], target) -> dict:
     }
 
 
-@functools.cache
-def on_kafka(program: tuple[str, ...], bootstrap: str, scenario: str) -> dict:
-    """Kafka's answer, once a worker (the tidelog fixture's two stores each compare with it)."""
-    from kafka_diff import Target
-
-    return SCENARIOS[scenario](list(program), Target("kafka", (bootstrap,)))
-
-
 def test_a_group_of_two_then_a_restart_loses_and_repeats_nothing_kafka_would_not(program, kafka, tidelog):
-    reference = on_kafka(tuple(program), kafka.bootstrap, "group")
-    assert reference["complete"] and reference["duplicates"] == 0, reference  # the oracle itself
-    got = group_of_two_then_restart(program, tidelog)
+    name = run_name(f"go-group-{Path(program[0]).name}")
+    expected = reference(name, lambda: group_of_two_then_restart(program, kafka, name, name))
+    assert expected["complete"] and expected["duplicates"] == 0, expected  # the oracle itself
     # Keyed records land in the partitions the client's partitioner picks, at the same offsets.
-    assert got == reference
+    assert jsonable(group_of_two_then_restart(program, tidelog, name, name)) == expected
 
 
-def admin(program: list[str], target) -> dict:
-    return call(program, target.bootstrap, "admin", topic=unique("go-admin"), group=unique("go-admin"))
-
-
-SCENARIOS = {"group": group_of_two_then_restart, "admin": admin}
+def admin(program: list[str], target, name: str) -> dict:
+    return call(program, target.bootstrap, "admin", topic=name, group=name)
 
 
 def test_the_admin_client_call_by_call(program, kafka, tidelog):
     """kadm's and sarama's ClusterAdmin's calls, in order (sarama's ListTopics once left its
     connection broken for the calls after it): each answers what Kafka's answers."""
-    assert admin(program, tidelog) == on_kafka(tuple(program), kafka.bootstrap, "admin")
+    name = run_name(f"go-admin-{Path(program[0]).name}")
+    assert admin(program, tidelog, name) == reference(name, lambda: admin(program, kafka, name))

@@ -24,5 +24,14 @@ def test_the_guide_states_the_versions_the_tests_run():
 
 def test_each_client_in_the_table_has_a_test_module():
     modules = "".join(p.read_text() for p in Path(__file__).parent.glob("test_clients_*.py"))
-    for needle in ("java_clients", "run_tool", "confluent_kafka", '"kafka"', "aiokafka", "kafkajs", "franz", "sarama"):
+    for needle in (
+        "java_clients",
+        "run_tool",
+        "confluent_kafka",
+        '"kafka"',
+        "aiokafka",
+        "kafkajs",
+        "franz",
+        "sarama",
+    ):
         assert needle in modules, needle

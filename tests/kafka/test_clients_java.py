@@ -5,12 +5,9 @@ included (tests/tools/java-clients, built by kafka_clients.java_clients)."""
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
-from kafka_clients import call, java_clients, make_topic
-from kafka_reference import unique
+from kafka_clients import call, java_clients, jsonable, make_topic, reference, run_name
 
 RECORDS, MORE = 300, 30
 
@@ -21,7 +18,7 @@ def java() -> list[str]:
 
 
 def group_then_restart(java: list[str], target, topic: str) -> dict:
-    group = unique("java-group")
+    group = topic
     make_topic(target, topic, 3)
     produced = call(java, target.bootstrap, "produce", topic=topic, count=RECORDS)["records"]
     first = call(java, target.bootstrap, "consume", topic=topic, group=group, count=RECORDS)["records"]
@@ -37,18 +34,14 @@ def group_then_restart(java: list[str], target, topic: str) -> dict:
 
 
 def test_a_group_reads_everything_once_and_a_restart_resumes(java, kafka, tidelog):
-    topic = unique("java-restart")
-    got = group_then_restart(java, tidelog, topic)
+    topic = run_name("java-restart")
+    got = jsonable(group_then_restart(java, tidelog, topic))
     assert len(got["consumed"]) == RECORDS and len(got["restart"]) == MORE
-    assert got == group_then_restart(java, kafka, topic)
-
-
-@functools.cache
-def admin_on_kafka(java: tuple[str, ...], bootstrap: str) -> dict:
-    return call(list(java), bootstrap, "admin", topic=unique("java-admin"), group=unique("java-admin"))
+    assert got == reference(topic, lambda: group_then_restart(java, kafka, topic))
 
 
 def test_every_admin_call_the_guide_claims(java, kafka, tidelog):
-    got = call(java, tidelog.bootstrap, "admin", topic=unique("java-admin"), group=unique("java-admin"))
+    name = run_name("java-admin")
+    got = call(java, tidelog.bootstrap, "admin", topic=name, group=name)
     assert got["list_consumer_group_offsets"] == [[0, 5, "java"]]  # commit metadata kept
-    assert got == admin_on_kafka(tuple(java), kafka.bootstrap)
+    assert got == reference(name, lambda: call(java, kafka.bootstrap, "admin", topic=name, group=name))

@@ -6,12 +6,9 @@ from its package-lock.json, installed by kafka_clients.kafkajs)."""
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
-from kafka_clients import call, kafkajs, make_topic
-from kafka_reference import unique
+from kafka_clients import call, jsonable, kafkajs, make_topic, reference, run_name
 
 RECORDS, MORE = 300, 30
 
@@ -22,7 +19,7 @@ def node() -> list[str]:
 
 
 def group_then_restart(node: list[str], target, topic: str) -> dict:
-    group = unique("js-group")
+    group = topic
     make_topic(target, topic, 3)
     produced = call(node, target.bootstrap, "produce", topic=topic, count=RECORDS)["batches"]
     first = call(node, target.bootstrap, "consume", topic=topic, group=group, count=RECORDS)["records"]
@@ -38,17 +35,13 @@ def group_then_restart(node: list[str], target, topic: str) -> dict:
 
 
 def test_a_group_reads_everything_once_and_a_restart_resumes(node, kafka, tidelog):
-    topic = unique("js-restart")
-    got = group_then_restart(node, tidelog, topic)
+    topic = run_name("js-restart")
+    got = jsonable(group_then_restart(node, tidelog, topic))
     assert len(got["consumed"]) == RECORDS and len(got["restart"]) == MORE
-    assert got == group_then_restart(node, kafka, topic)
-
-
-@functools.cache
-def admin_on_kafka(node: tuple[str, ...], bootstrap: str) -> dict:
-    return call(list(node), bootstrap, "admin", topic=unique("js-admin"), group=unique("js-admin"))
+    assert got == reference(topic, lambda: group_then_restart(node, kafka, topic))
 
 
 def test_the_admin_client_call_by_call(node, kafka, tidelog):
-    got = call(node, tidelog.bootstrap, "admin", topic=unique("js-admin"), group=unique("js-admin"))
-    assert got == admin_on_kafka(tuple(node), kafka.bootstrap)
+    name = run_name("js-admin")
+    got = call(node, tidelog.bootstrap, "admin", topic=name, group=name)
+    assert got == reference(name, lambda: call(node, kafka.bootstrap, "admin", topic=name, group=name))

@@ -9,8 +9,7 @@ import time
 
 import pytest
 
-from kafka_clients import make_topic
-from kafka_reference import unique
+from kafka_clients import jsonable, make_topic, reference, run_name
 
 kafka_python = pytest.importorskip("kafka")
 aiokafka = pytest.importorskip("aiokafka")
@@ -23,7 +22,9 @@ def kafka_python_produce(target, topic: str, start: int, count: int) -> list[tup
     producer = kafka_python.KafkaProducer(bootstrap_servers=target.bootstrap)
     try:
         futures = [
-            producer.send(topic, key=f"k{n}".encode(), value=f"v{n}".encode(), headers=[("n", str(n).encode())])
+            producer.send(
+                topic, key=f"k{n}".encode(), value=f"v{n}".encode(), headers=[("n", str(n).encode())]
+            )
             for n in range(start, start + count)
         ]
         landed = [f.get(timeout=WAIT_S) for f in futures]
@@ -52,7 +53,9 @@ async def aiokafka_produce(target, topic: str, start: int, count: int) -> list[t
     await producer.start()
     try:
         sent = [
-            await producer.send(topic, key=f"k{n}".encode(), value=f"v{n}".encode(), headers=[("n", str(n).encode())])
+            await producer.send(
+                topic, key=f"k{n}".encode(), value=f"v{n}".encode(), headers=[("n", str(n).encode())]
+            )
             for n in range(start, start + count)
         ]
         landed = [await asyncio.wait_for(s, WAIT_S) for s in sent]
@@ -89,7 +92,7 @@ CLIENTS = {
 
 def group_then_restart(client: str, target, topic: str) -> dict:
     produce, consume = CLIENTS[client]
-    group = unique("py-group")
+    group = topic
     make_topic(target, topic, 3)
     produced = produce(target, topic, 0, RECORDS)
     first = consume(target, topic, group, RECORDS)
@@ -105,7 +108,7 @@ def group_then_restart(client: str, target, topic: str) -> dict:
 
 @pytest.mark.parametrize("client", sorted(CLIENTS))
 def test_a_group_reads_everything_once_and_a_restart_resumes(client, kafka, tidelog):
-    topic = unique("py-restart")
-    got = group_then_restart(client, tidelog, topic)
+    topic = run_name(f"py-restart-{client}")
+    got = jsonable(group_then_restart(client, tidelog, topic))
     assert len(got["consumed"]) == RECORDS and len(got["restart"]) == MORE
-    assert got == group_then_restart(client, kafka, topic)
+    assert got == reference(topic, lambda: group_then_restart(client, kafka, topic))

@@ -10,8 +10,9 @@ import re
 import time
 from pathlib import Path
 
+from kafka_clients import jsonable, reference, run_name
 from kafka_diff import differs, until
-from kafka_reference import run_tool, unique
+from kafka_reference import run_tool
 
 PARTITIONS = 3
 
@@ -29,7 +30,11 @@ def table(text: str, drop: tuple[str, ...] = ()) -> list[dict[str, str]]:
     lines = [line.split() for line in text.splitlines() if line.strip()]
     header_at = next(i for i, cells in enumerate(lines) if cells and cells[0] in ("GROUP", "TOPIC"))
     header = lines[header_at]
-    rows = [dict(zip(header, cells, strict=False)) for cells in lines[header_at + 1 :] if len(cells) == len(header)]
+    rows = [
+        dict(zip(header, cells, strict=False))
+        for cells in lines[header_at + 1 :]
+        if len(cells) == len(header)
+    ]
     rows = [{k: v for k, v in row.items() if k not in drop} for row in rows]
     return sorted(rows, key=lambda r: (r.get("TOPIC", ""), int(r.get("PARTITION", 0))))
 
@@ -55,10 +60,14 @@ def now_ms() -> int:
 
 def topics_tool(target, topic: str) -> dict:
     steps = {}
-    steps["create"] = tool(target, "kafka-topics", "--create", "--topic", topic, "--partitions", str(PARTITIONS))
+    steps["create"] = tool(
+        target, "kafka-topics", "--create", "--topic", topic, "--partitions", str(PARTITIONS)
+    )
     until(lambda: topic in tool(target, "kafka-topics", "--list").split(), f"{target} to list {topic}")
     steps["describe"] = described_topic(tool(target, "kafka-topics", "--describe", "--topic", topic))
-    steps["alter"] = tool(target, "kafka-topics", "--alter", "--topic", topic, "--partitions", str(PARTITIONS + 1))
+    steps["alter"] = tool(
+        target, "kafka-topics", "--alter", "--topic", topic, "--partitions", str(PARTITIONS + 1)
+    )
 
     def grown() -> list[str] | None:
         described = described_topic(tool(target, "kafka-topics", "--describe", "--topic", topic))
@@ -90,20 +99,40 @@ def console_and_groups(target, topic: str, group: str) -> dict:
     )
     steps["consume"] = sorted(consumed.splitlines())
     members = ("CONSUMER-ID", "HOST", "CLIENT-ID")
-    steps["describe_group"] = table(tool(target, "kafka-consumer-groups", "--describe", "--group", group), members)
+    steps["describe_group"] = table(
+        tool(target, "kafka-consumer-groups", "--describe", "--group", group), members
+    )
     resets = {
         "to_earliest": ["--to-earliest"],
-        "to_datetime": ["--to-datetime", datetime.datetime.fromtimestamp(between / 1000, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"],
+        "to_datetime": [
+            "--to-datetime",
+            datetime.datetime.fromtimestamp(between / 1000, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[
+                :-3
+            ]
+            + "Z",
+        ],
         "shift_by": ["--shift-by", "1"],
     }
     for name, how in resets.items():
-        reset = tool(target, "kafka-consumer-groups", "--reset-offsets", "--group", group, "--topic", topic, *how, "--execute")
+        reset = tool(
+            target,
+            "kafka-consumer-groups",
+            "--reset-offsets",
+            "--group",
+            group,
+            "--topic",
+            topic,
+            *how,
+            "--execute",
+        )
         steps[f"reset_{name}"] = table(reset)
     steps["describe_after_resets"] = table(
         tool(target, "kafka-consumer-groups", "--describe", "--group", group), members
     )
     steps["get_offsets_latest"] = sorted(tool(target, "kafka-get-offsets", "--topic", topic).split())
-    steps["get_offsets_earliest"] = sorted(tool(target, "kafka-get-offsets", "--topic", topic, "--time", "-2").split())
+    steps["get_offsets_earliest"] = sorted(
+        tool(target, "kafka-get-offsets", "--topic", topic, "--time", "-2").split()
+    )
     steps["get_offsets_by_time"] = sorted(
         tool(target, "kafka-get-offsets", "--topic", topic, "--time", str(between)).split()
     )
@@ -116,28 +145,38 @@ def deleted_records_and_configs(target, topic: str, tmp_path) -> dict:
     until(lambda: topic in tool(target, "kafka-topics", "--list").split(), f"{target} to list {topic}")
     tool(target, "kafka-console-producer", "--topic", topic, input="".join(f"v{n}\n" for n in range(5)))
     offsets = Path(tmp_path) / f"{target}-offsets.json"
-    offsets.write_text(json.dumps({"partitions": [{"topic": topic, "partition": 0, "offset": 3}], "version": 1}))
+    offsets.write_text(
+        json.dumps({"partitions": [{"topic": topic, "partition": 0, "offset": 3}], "version": 1})
+    )
     steps["delete_records"] = tool(target, "kafka-delete-records", "--offset-json-file", str(offsets))
-    steps["earliest_after_delete"] = tool(target, "kafka-get-offsets", "--topic", topic, "--time", "-2").split()
+    steps["earliest_after_delete"] = tool(
+        target, "kafka-get-offsets", "--topic", topic, "--time", "-2"
+    ).split()
     entity = ["--entity-type", "topics", "--entity-name", topic]
     steps["describe_configs"] = described_configs(tool(target, "kafka-configs", *entity, "--describe"))
-    steps["add_config"] = tool(target, "kafka-configs", *entity, "--alter", "--add-config", "retention.ms=3600000")
+    steps["add_config"] = tool(
+        target, "kafka-configs", *entity, "--alter", "--add-config", "retention.ms=3600000"
+    )
     steps["after_add_config"] = described_configs(tool(target, "kafka-configs", *entity, "--describe"))
-    steps["delete_config"] = tool(target, "kafka-configs", *entity, "--alter", "--delete-config", "retention.ms")
+    steps["delete_config"] = tool(
+        target, "kafka-configs", *entity, "--alter", "--delete-config", "retention.ms"
+    )
     steps["after_delete_config"] = described_configs(tool(target, "kafka-configs", *entity, "--describe"))
     return steps
 
 
 def test_kafka_topics_creates_lists_describes_and_grows(kafka, tidelog):
-    topic = unique("tools-topics")
-    assert topics_tool(tidelog, topic) == topics_tool(kafka, topic)
+    topic = run_name("tools-topics")
+    assert jsonable(topics_tool(tidelog, topic)) == reference(topic, lambda: topics_tool(kafka, topic))
 
 
 def test_console_producer_consumer_groups_resets_and_offsets(kafka, tidelog):
-    topic, group = unique("tools-console"), unique("tools-console")
-    assert console_and_groups(tidelog, topic, group) == console_and_groups(kafka, topic, group)
+    name = run_name("tools-console")
+    got = jsonable(console_and_groups(tidelog, name, name))
+    assert got == reference(name, lambda: console_and_groups(kafka, name, name))
 
 
 def test_delete_records_and_configs(kafka, tidelog, tmp_path):
-    topic = unique("tools-configs")
-    assert deleted_records_and_configs(tidelog, topic, tmp_path) == deleted_records_and_configs(kafka, topic, tmp_path)
+    topic = run_name("tools-configs")
+    got = jsonable(deleted_records_and_configs(tidelog, topic, tmp_path))
+    assert got == reference(topic, lambda: deleted_records_and_configs(kafka, topic, tmp_path))
