@@ -3,7 +3,11 @@ tests run (kafka_clients.versions: the files that pin them), and names every cli
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from pathlib import Path
+
+import pytest
+from packaging.specifiers import SpecifierSet
 
 from kafka_clients import versions
 
@@ -35,3 +39,8 @@ def test_each_client_in_the_table_has_a_test_module():
         "sarama",
     ):
         assert needle in modules, needle
+
+
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python", "aiokafka"])
+def test_the_python_clients_the_tests_run_are_the_ones_the_table_allows(client):
+    assert version(client) in SpecifierSet(stated()[client])
