@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"sync"
 	"time"
@@ -55,12 +56,20 @@ func produce(bootstrap string, a scenario.Args) any {
 			Headers: []sarama.RecordHeader{{Key: []byte("n"), Value: []byte(scenario.Key(n))}}})
 	}
 	errs := []string{}
+	failed := map[*sarama.ProducerMessage]bool{}
 	if err := p.SendMessages(msgs); err != nil {
-		errs = append(errs, err.Error())
+		var perrs sarama.ProducerErrors
+		if !errors.As(err, &perrs) {
+			perrs = sarama.ProducerErrors{{Err: err}}
+		}
+		for _, e := range perrs {
+			failed[e.Msg] = true
+			errs = append(errs, e.Err.Error())
+		}
 	}
 	landed := [][]any{}
 	for i, m := range msgs {
-		if m.Offset >= 0 && m.Partition >= 0 && (len(errs) == 0 || m.Offset > 0) {
+		if !failed[m] {
 			landed = append(landed, []any{m.Partition, m.Offset, scenario.Key(a.From + i)})
 		}
 	}
