@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench docs docs-serve clean system-packages
+.PHONY: run test lint bench docs docs-serve clean system-packages postgres
 
 SERVE_STAMP := $(VENV)/.installed-server
 
@@ -31,8 +31,21 @@ $(SERVE_STAMP): pyproject.toml
 	$(UV_INSTALL) -e '.[server]'
 	touch $(SERVE_STAMP)
 
+# make run PORT=8080 REDIS_PORT=6380 KAFKA_PORT=9093 DB=/tmp/other.db (0 turns Redis or Kafka off).
+PORT       ?= 7070
+REDIS_PORT ?= 7379
+KAFKA_PORT ?= 9092
+DB         ?= ./tidelog.db
+
+# The ports are checked before anything is installed: one line, and make stops. The
+# database path is checked by tidelog serve, before it creates anything.
+ifneq ($(filter run,$(MAKECMDGOALS)),)
+not_a_port = $(shell v='$(1)'; case "$$v" in (''|*[!0-9]*) echo bad ;; (*) [ "$$v" -le 65535 ] || echo bad ;; esac)
+$(foreach p,PORT REDIS_PORT KAFKA_PORT,$(if $(call not_a_port,$($(p))),$(error make run: $(p) must be a port number from 0 to 65535, not '$($(p))')))
+endif
+
 run: $(SERVE_STAMP)
-	$(VENV)/bin/tidelog serve --db ./tidelog.db --host 127.0.0.1 --port 7070
+	$(VENV)/bin/tidelog serve --db '$(DB)' --host 127.0.0.1 --port $(PORT) --resp-port $(REDIS_PORT) --kafka-port $(KAFKA_PORT)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check --output-format concise src tests bench examples tools docs/gen_pages.py
@@ -55,10 +68,16 @@ TEST_ARGS ?=
 system-packages:
 	sh tools/system-packages.sh
 
-test: lint system-packages
+# The PostgreSQL server the tests use, installed, configured and started when missing
+# (tools/postgres.sh); nothing when postgresql://postgres@127.0.0.1:5432/test answers.
+postgres:
+	sh tools/postgres.sh
+
+test: lint system-packages postgres
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(TEST_WORKERS) --durations=20 $(TEST_ARGS)
 
-bench: $(STAMP)
+bench: $(STAMP) postgres
+	sh tools/system-packages.sh bench
 	$(UV_INSTALL) -e '.[bench]'
 	$(PY) bench/core.py
 	$(PY) bench/aio.py

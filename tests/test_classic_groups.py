@@ -29,8 +29,26 @@ def join(member, now, rebalance_ms=10_000, protocols=(("range", b"r"), ("roundro
     return cg.join(request, now, lambda: "new-member")
 
 
-def run(log, step, now=0):
-    return log.store.classic_run("g", now, step)
+def run(log, step, now=0, group="g"):
+    return cg.run(log.store, group, now, step)
+
+
+def test_refused_steps_of_a_member_no_group_knows_write_nothing(url):
+    # Issue 40: Heartbeat, OffsetCommit and LeaveGroup refused with UNKNOWN_MEMBER_ID
+    # created their group: /v1/groups listed ghost-hb, ghost-oc, ghost-lg afterwards.
+    with tidelog.open(url) as log:
+        log.create_topic("t", 1)
+        log.producer().send("t", b"x", partition=0)
+        before = dump(url)
+        assert run(log, cg.heartbeat("m", 1, 1000), 1000, "ghost-hb") == cg.UNKNOWN_MEMBER_ID
+        assert (
+            run(log, cg.commit("m", 1, [("t", 0, 1, "")], 1000), 1000, "ghost-oc").error
+            == cg.UNKNOWN_MEMBER_ID
+        )
+        assert run(log, cg.leave(["m"], 1000), 1000, "ghost-lg") == [cg.UNKNOWN_MEMBER_ID]
+        assert run(log, cg.sync("m", 1, {}, 1000), 1000, "ghost-sg").error == cg.UNKNOWN_MEMBER_ID
+        assert dump(url) == before
+        assert not {"ghost-hb", "ghost-oc", "ghost-lg", "ghost-sg"} & set(log.groups())
 
 
 def test_two_members_join_sync_and_a_third_rebalances(url):

@@ -397,8 +397,9 @@ def test_groups_describe_lag_and_offsets_set(run, db):
         (1, 0, 1, 1),
     ]
     table = run("groups", "describe", "g").stdout.splitlines()
-    assert table[0].split() == ["TOPIC", "PARTITION", "COMMITTED", "LAST", "LAG", "MEMBER", "CLIENT"]
-    assert table[1].split() == ["t", "0", "2", "5", "3", "-", "-"]  # no live member owns it
+    assert table[0] == "g: a stream group, no live member"
+    assert table[1].split() == ["TOPIC", "PARTITION", "COMMITTED", "LAST", "LAG", "MEMBER", "CLIENT"]
+    assert table[2].split() == ["t", "0", "2", "5", "3", "-", "-"]  # no live member owns it
     [listed] = lines(run("groups", "list", "--json").stdout)
     assert listed == {"group": "g", "kind": "stream", "topics": ["t"], "lag": 4}
 
@@ -428,11 +429,14 @@ def test_db_comes_from_tidelog_url_and_a_later_flag_wins(db, tmp_path):
 
 
 def test_serve_without_the_server_extra_names_it(run, monkeypatch):
-    monkeypatch.setitem(sys.modules, "tidelog.server", None)  # as if not installed
+    # As if granian were not installed (tests/test_first_run.py runs a venv without the extra).
+    monkeypatch.setitem(sys.modules, "granian", None)
     r = run("serve", "--port", "0")
     assert r.exit_code == 1
-    assert "pip install 'tidelog[server]'" in r.stderr
-    assert r.stderr.count("\n") == 1
+    assert (
+        r.stderr
+        == "Error: tidelog serve needs the server extra (granian missing): pip install 'tidelog[server]'\n"
+    )
 
 
 def test_serve_tls_needs_cert_and_key(run, tmp_path):
@@ -714,8 +718,8 @@ def test_queues_list_stats_and_peek_show_each_state(run, db):
     text = run("queues", "stats", "jobs").output
     assert "in_flight" in text and "dead_lettered" in text
     described = run("groups", "describe", "jobs")
-    assert "jobs: a queue group" in described.stderr
     assert [line.split()[:5] for line in described.stdout.splitlines()] == [
+        ["jobs:", "a", "queue", "group", "(progress"],
         ["TOPIC", "AVAILABLE", "IN", "FLIGHT", "DELAYED"],
         ["jobs", "2", "2", "1", "1"],
     ]
@@ -846,3 +850,57 @@ def test_jobs_run_runs_on_db_and_logs_a_redelivery(tmp_path):
     assert runner.returncode == 0, err
     assert f"running the jobs of myjobs:jobs on {other_db}" in err
     assert "job 'touch' (offset 1) delivered again: delivery 2 of 5" in err
+
+
+TICKING_MODULE = """
+import os, pathlib, tidelog
+
+jobs = tidelog.Jobs(tidelog.open(os.environ["MODULE_DB"]), queue="work")
+
+
+@jobs.periodic("* * * * * *", name="heartbeat")
+def heartbeat(tick):
+    with open(os.environ["TICKS"], "a") as f:
+        f.write(f"{tick['tick']}\\n")
+"""
+
+
+def _run_jobs_until_ticks(tmp_path: Path, db: str, ticks: int, *options: str) -> str:
+    """`tidelog --db DB jobs run` of TICKING_MODULE until `ticks` ticks ran; its stderr."""
+    marker = tmp_path / "ticks"
+    marker.unlink(missing_ok=True)
+    env = {**os.environ, "MODULE_DB": str(tmp_path / "module.db"), "TICKS": str(marker)}
+    runner = subprocess.Popen(
+        [*TIDELOG, "--db", db, "jobs", "run", "ticking:jobs", *options],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and runner.poll() is None:
+            if marker.exists() and len(marker.read_text().splitlines()) >= ticks:
+                break
+            time.sleep(0.05)
+        assert marker.exists() and len(marker.read_text().splitlines()) >= ticks, "the ticks did not run"
+    finally:
+        runner.send_signal(signal.SIGTERM)
+        _, err = runner.communicate(timeout=30)
+    assert runner.returncode == 0, err
+    return err
+
+
+def test_jobs_run_logs_routine_work_at_debug(tmp_path, serve):
+    # A runner on a server polls it all the time, and a six-field cron ticks each second:
+    # neither the requests (httpx logs each at INFO) nor the ticks are news at INFO.
+    (tmp_path / "ticking.py").write_text(TICKING_MODULE)
+    server = serve()
+    err = _run_jobs_until_ticks(tmp_path, server.url, 3)
+    assert "job runner started: queue 'work'" in err and f"on {server.url}" in err  # what INFO is for
+    assert "HTTP Request" not in err, err
+    assert "enqueued tick" not in err, err
+    assert len(err.splitlines()) <= 3, err
+    # --log-level debug shows the routine work.
+    err = _run_jobs_until_ticks(tmp_path, server.url, 2, "--log-level", "debug")
+    assert "enqueued tick" in err and "HTTP Request" in err

@@ -68,7 +68,10 @@ def test_describe_names_the_member_and_client_that_own_each_partition(url):
                 assert (r["member"], r["client"], r["kind"]) == (owners[tp], client, "stream")
             assert (got["orders", 0]["committed"], got["orders", 0]["lag"]) == (1, 2)
             text = run(url, "groups", "describe", "billing")
-            assert "billing: a stream group, generation" in text.stderr and "2 member(s)" in text.stderr
+            # The title on stdout with its table (piped, the two stay in order), nothing on stderr.
+            title = text.stdout.splitlines()[0]
+            assert title.startswith("billing: a stream group, generation") and "2 member(s)" in title
+            assert text.stderr == ""
             assert owners["orders", 0] in text.stdout and client in text.stdout
             members = rows(run(url, "groups", "describe", "billing", "--members", "--json").stdout)
             assert sorted((m["member"], tuple(map(tuple, m["partitions"]))) for m in members) == sorted(
@@ -114,8 +117,31 @@ def test_list_shows_a_queue_groups_work_not_a_lag(url):
     line = next(x for x in text if x.startswith("workers")).split()
     assert line[:6] == ["workers", "queue", "jobs", "-", "1", "1"]
     described = run(url, "groups", "describe", "workers")
-    assert "workers: a queue group" in described.stderr
-    assert described.stdout.splitlines()[1].split()[:5] == ["jobs", "1", "1", "0", "0"]
+    assert described.stderr == ""
+    title, header, line = described.stdout.splitlines()
+    assert title == "workers: a queue group (progress per record, not an offset)"
+    assert header.split()[0] == "TOPIC" and line.split()[:5] == ["jobs", "1", "1", "0", "0"]
+
+
+def test_a_stream_group_and_a_queue_group_of_one_name_show_both(url):
+    with tidelog.open(url) as log:
+        log.create_topic("orders")
+        log.producer().send_batch("orders", ["a", "b"])
+        q = log.queue("jobs", "workers")
+        q.send("job")
+        log.consumer("workers").commit("orders", 0, 1)  # "workers" reads orders by offset too
+        log.queue("jobs", "solo")
+    listed = [(r["group"], r["kind"], r["topics"]) for r in rows(run(url, "groups", "list", "--json").stdout)]
+    assert ("workers", "queue", ["jobs"]) in listed and ("workers", "stream", ["orders"]) in listed
+    assert [kind for group, kind, _ in listed if group == "solo"] == ["queue"]  # one kind, one row
+    table = [line.split()[:4] for line in run(url, "groups", "list").stdout.splitlines()]
+    assert ["workers", "queue", "jobs", "-"] in table and ["workers", "stream", "orders", "1"] in table
+    described = rows(run(url, "groups", "describe", "workers", "--json").stdout)
+    assert [(r["kind"], r["topic"]) for r in described] == [("queue", "jobs"), ("stream", "orders")]
+    assert (described[0]["available"], described[1]["lag"]) == (1, 1)
+    text = run(url, "groups", "describe", "workers").stdout
+    assert "workers: a queue group" in text and "workers: a stream group, no live member" in text
+    assert text.index("workers: a queue group") < text.index("workers: a stream group")
 
 
 def assignment(pairs: dict[str, list[int]]) -> bytes:

@@ -100,6 +100,38 @@ def test_send_peek_receive_ack_nack_across_commands(where):
     assert [(m["data"], m["delivery_count"]) for m in redelivered] == [({"n": 3}, 2)]
 
 
+def test_a_queue_that_had_a_send_answers_every_verb(where):
+    # Issue 38: `queues send` then `queues peek` answered "queue group 'jobs' does not
+    # exist" until a first receive; the HTTP API and the console registered the group.
+    sent = where.run("queues", "send", "jobs", "--data", '{"n": 1}')
+    assert sent.exit_code == 0 and sent.stderr == "created queue group 'jobs' on 'jobs'\n"
+    assert [m["data"] for m in where.json("queues", "peek", "jobs")] == [{"n": 1}]
+    assert stats(where)["available"] == 1
+    listed = where.json("queues", "list", "--json")
+    assert [(q["topic"], q["group"], q["available"]) for q in listed] == [("jobs", "jobs", 1)]
+    assert where.json("queues", "in-flight", "jobs", "--json") == []
+    assert (
+        where.run("queues", "purge", "jobs", "--yes").stdout.strip() == "purged 1 record(s) of jobs on jobs"
+    )
+    # --group names the group a send registers; the topic's other groups hand it out too.
+    assert where.run("queues", "send", "jobs", "-g", "mailer", "--data", "2").exit_code == 0
+    assert [m["data"] for m in where.json("queues", "peek", "jobs", "-g", "mailer")] == [{"n": 1}, 2]
+    assert [m["data"] for m in where.json("queues", "peek", "jobs")] == [2]
+
+
+def test_a_refused_send_registers_no_group(where):
+    where.run("topics", "create", "jobs")
+    before = dump(where.store)
+    for args in (
+        ["--data", "1", "--partition", "3"],  # no such partition
+        ["--data", "1", "-g", "bad name"],
+        ["--data", "1", "--dedup-id", ""],
+    ):
+        result = where.run("queues", "send", "jobs", *args)
+        assert result.exit_code != 0, (args, result.output)
+    assert dump(where.store) == before
+
+
 def test_a_receipt_is_refused_for_another_group_or_topic_and_changes_nothing(where):
     where.run("queues", "send", "jobs", "--data", "1")
     got = where.json("queues", "receive", "jobs")
@@ -250,9 +282,10 @@ def test_receive_then_ack_in_later_processes(tmp_path):
             [*TIDELOG, "--db", db, *args], input=input, capture_output=True, text=True, timeout=60
         )
 
-    assert proc("queues", "send", "jobs", "--data", '"x"').returncode == 0
+    sent = proc("queues", "send", "jobs", "--data", '"x"')
+    assert sent.returncode == 0 and "created queue group 'jobs'" in sent.stderr
     got = proc("queues", "receive", "jobs")
-    assert got.returncode == 0 and "created queue group 'jobs'" in got.stderr
+    assert got.returncode == 0 and got.stderr == ""
     receipt = json.loads(got.stdout)["receipt"]
     asked = proc("queues", "purge", "jobs")  # stdin is not a terminal and says nothing
     assert asked.returncode == 1 and "not confirmed" in asked.stderr

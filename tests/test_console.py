@@ -18,7 +18,7 @@ from pgschema import postgres_schema
 from tidelog.server.http.console.figures import overview
 from tidelog.server.http.console.history import History
 from tidelog.server.http.console.text import when
-from tidelog.server.http.sessions import LoginThrottle, Sessions
+from tidelog.server.http.sessions import Sessions
 
 
 def test_history_is_bounded_and_reads_rates_and_trends():
@@ -136,6 +136,16 @@ def test_login_cookie_and_escaping(server, api):
         assert browser.get("/v1/topics").status_code == 401  # but not the API
         browser.post("/console/logout", data={"csrf": csrf_of(browser.get("/console/").text)})
         assert browser.get("/console/").status_code == 303
+
+
+def test_the_login_page_offers_no_log_out_and_names_the_token_file(server):
+    with httpx.Client(base_url=server.url, timeout=30) as browser:
+        form = browser.get("/console/login")
+        assert form.status_code == 200 and "Log in" in form.text
+        assert "Log out" not in form.text  # no session to end yet
+        assert "<code>--token-file</code>" in form.text  # where the docs keep the token
+        assert browser.post("/console/login", data={"token": "t0k"}).status_code == 303
+        assert "Log out" in browser.get("/console/").text
 
 
 def test_record_views_for_json_text_and_bytes(tmp_path):
@@ -260,27 +270,6 @@ def test_sessions_are_bounded_and_expire():
     now[0] = 301
     assert sessions.find(ids[1]) is None  # past its lifetime, however active
     assert sessions.close(ids[3]) is True and sessions.close(ids[3]) is False  # a logout, once
-
-
-def test_the_login_throttle_refills_and_forgets_the_least_recent_address():
-    now = [0.0]
-    throttle = LoginThrottle(burst=2, refill=5, max_clients=3, clock=lambda: now[0])
-    for _ in range(2):
-        assert throttle.wait("10.0.0.1") == 0
-        throttle.failed("10.0.0.1")
-    assert throttle.wait("10.0.0.1") == pytest.approx(5)
-    now[0] = 2.5
-    assert throttle.wait("10.0.0.1") == pytest.approx(2.5)
-    assert throttle.wait("10.0.0.2") == 0  # another address is not held back
-    # An IPv6 client counts by its /64; an IPv4-mapped one as its IPv4 address.
-    throttle.failed("2001:db8::1")
-    throttle.failed("2001:db8::2")
-    assert throttle.wait("2001:db8::ffff") > 0 and throttle.wait("2001:db8:0:1::1") == 0
-    throttle.failed("::ffff:10.0.0.9")
-    assert throttle.wait("10.0.0.9") == 0  # one failure of two
-    throttle.failed("10.0.0.3")
-    assert len(throttle) == 3  # bounded: 10.0.0.1, the least recent, was forgotten
-    assert throttle.wait("10.0.0.1") == 0
 
 
 def test_a_job_queues_page_lists_its_periodic_jobs_with_last_and_next_tick(server):

@@ -398,6 +398,38 @@ def test_charts_have_axes_and_the_rate_matches_its_header(page, server, log):
     assert page.locator("svg[data-chart=rate] line.grid").count() == 3
 
 
+def test_a_queue_pages_charts_share_their_time_axis_and_say_what_it_covers(page, server, log):
+    log.create_topic("backlog")
+    log.queue("backlog", "drainers").send("x")
+    page.goto(server.url + "/console/queues/backlog/drainers")
+    # Samples every 0.5 s; the page refreshes every 3 s: wait for a few points of each.
+    page.wait_for_function(
+        "() => (document.querySelector('svg[data-chart=finished] polyline')?.getAttribute('points') || '')"
+        ".split(' ').length >= 4",
+        timeout=20_000,
+    )
+    drawn = page.evaluate(
+        """() => ["depth", "finished"].map(name => {
+            const svg = document.querySelector(`svg[data-chart=${name}]`);
+            return {
+                xs: svg.querySelector("polyline").getAttribute("points").split(" ").map(p => parseFloat(p)),
+                start: document.querySelector(`[data-axis="${name}:start"]`).textContent,
+                caption: svg.closest("figure").querySelector("figcaption").textContent,
+            };
+        })"""
+    )
+    depth, finished = drawn
+    # One time axis: the finished rate (between two samples) starts a sample after the
+    # backlog does, and each of its points sits where the backlog's sample of that moment is.
+    assert depth["xs"][0] == 0 and finished["xs"][0] > 0, drawn
+    assert all(min(abs(x - d) for d in depth["xs"]) < 0.2 for x in finished["xs"]), drawn
+    assert depth["start"] == finished["start"] and re.fullmatch(r"−\d+ s", depth["start"]), drawn
+    # The captions say the span the samples cover (seconds here), not the hour they may grow to.
+    for chart in drawn:
+        assert "hour" not in chart["caption"], drawn
+        assert f", the last {chart['start'][1:]}" in chart["caption"], drawn
+
+
 def test_the_favicon_is_an_icon(browser_page, server):
     response = browser_page.request.get(server.url + "/favicon.ico")  # no token, no session
     assert response.status == 200 and response.headers["content-type"] == "image/svg+xml"

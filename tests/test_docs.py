@@ -182,7 +182,8 @@ class Pages:
         self.close()
         directory = self.base / str(page.relative_to(ROOT)).replace("/", "_")
         directory.mkdir()
-        run = PageRun(page, directory, ports={"8443": str(free_port())})  # a server a block starts
+        # Servers a block starts itself (on a file of its page's own, or with TLS).
+        run = PageRun(page, directory, ports={"7071": str(free_port()), "8443": str(free_port())})
         self.current = run
         blocks = [b for b in RUN if b.page == page]
         if any(re.search(r"\b(7070|7379|9092)\b", b.code) for b in blocks):
@@ -266,6 +267,24 @@ def test_snippet(block: Block, pages: Pages) -> None:
             (run_python if earlier.lang == "python" else run_shell)(run, earlier)
 
 
+def test_the_job_guides_followed_in_one_folder_meet_none_of_each_others_records(tmp_path, caplog) -> None:
+    # A reader follows the job-queue guide, then the periodic-jobs guide, in one folder:
+    # the second guide's runner must not take the first one's records (it dead-letters
+    # each as "not a job record"), and its job ids are the ones the guide shows.
+    runs = []
+    for name in ("job-queue.md", "periodic-jobs.md"):
+        run = PageRun(ROOT / "docs/guides" / name, tmp_path)
+        try:
+            for block in RUN:
+                if block.page == run.page and block.lang == "python":
+                    run_python(run, block)
+        finally:
+            run.close()
+        runs.append(run)
+    assert runs[1].namespace["ok"].id == "0-1"
+    assert [r.getMessage() for r in caplog.records if "not a job record" in r.getMessage()] == []
+
+
 def test_blocks_not_run_say_why() -> None:
     skipped = [b for b in BLOCKS if b.not_tested is not None]
     for b in skipped:
@@ -308,6 +327,21 @@ def test_readme_links_resolve() -> None:
 def test_readme_is_short() -> None:
     lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
     assert lines <= 160, f"README.md has {lines} lines; move detail into docs/"
+
+
+# A page for users names no issue, no branch and no path on a machine of ours; the history
+# of how a figure moved belongs in commit messages.
+INTERNAL = re.compile(r"\bissues? #?\d+|/(?:work|root|home)/|\bbranch", re.I)
+
+
+def test_benchmarks_page_names_no_issues_branches_or_machine_paths() -> None:
+    text = (ROOT / "docs/benchmarks.md").read_text(encoding="utf-8")
+    found = [
+        f"line {n}: {m.group(0)!r}"
+        for n, line in enumerate(text.splitlines(), 1)
+        for m in INTERNAL.finditer(line)
+    ]
+    assert not found, f"docs/benchmarks.md is for users; take these out: {found}"
 
 
 def test_site_builds_strict(tmp_path) -> None:

@@ -106,8 +106,13 @@ def test_status_result_and_cancel_from_the_shell(where: Where, finished: dict[st
     assert failed.exit_code == 1 and "dead-lettered: ValueError: bad input" in failed.output
     waiting = where.run("jobs", "result", finished["later"], "--queue", "work", "--wait", "0.2")
     assert waiting.exit_code == 1 and "has not finished" in waiting.output
+    delayed = where.run("groups", "describe", "work", "--json")
+    assert json.loads(delayed.stdout)["delayed"] == 1
     cancelled = where.run("jobs", "cancel", finished["later"], "--queue", "work", "--json")
     assert json.loads(cancelled.stdout)["status"] == "cancelled"
+    # Cancelled, the job is finished: no longer counted as delayed while its delay runs.
+    described = json.loads(where.run("groups", "describe", "work", "--json").stdout)
+    assert (described["available"], described["in_flight"], described["delayed"]) == (0, 0, 0)
     # Through the installed command too.
     real = subprocess.run(
         [*TIDELOG, "--db", where.db, "jobs", "status", finished["later"], "--queue", "work", "--json"],
@@ -132,6 +137,21 @@ def test_refused_shell_requests_change_nothing(where: Where, finished: dict[str,
     for args, says in refused:
         out = where.run(*args)
         assert out.exit_code != 0 and says in out.output, (args, out.output)
+    assert dump(where.store) == before
+
+
+def test_status_of_a_record_that_was_never_a_job_says_so(where: Where) -> None:
+    # What a reader who followed the job-queue guide's queue-group part finds on the topic.
+    with tidelog.open(where.db) as log:
+        sent = log.queue("emails", group="mailer").send({"to": "a@b.c"})
+    before = dump(where.store)
+    for verb in ("status", "cancel"):
+        out = where.run("jobs", verb, f"{sent.partition}-{sent.offset}", "--queue", "emails")
+        assert (out.exit_code, out.stdout) == (1, ""), out.output
+        assert out.stderr == (
+            "Error: '0-1' of queue 'emails' is not a job: the record at emails/0 offset 1 was not "
+            'enqueued by a job runner (a job\'s value is {"job": name, "payload": ...})\n'
+        )
     assert dump(where.store) == before
 
 

@@ -20,6 +20,7 @@ import pytest
 
 from conformance.conftest import STORE_KINDS
 from h2stream import H2Stream, StreamEnded
+from sockets import server_end_owned
 from tidelog.server.http.thread import ServerThread
 from tidelog.server.limits import Limits
 
@@ -67,23 +68,6 @@ def until(condition: Any) -> bool:
             return False
         time.sleep(0.05)
     return True
-
-
-def server_end_owned(server_port: int, client_port: int) -> bool:
-    """Whether a process holds the server's end of a loopback connection (its
-    socket has an inode in /proc/net/tcp; a closed one with data still unsent
-    has none); False too when the kernel has forgotten it."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as f:
-            for line in f.read().splitlines()[1:]:
-                fields = line.split()
-                local, remote = fields[1], fields[2]
-                if (
-                    int(local.rsplit(":", 1)[1], 16) == server_port
-                    and int(remote.rsplit(":", 1)[1], 16) == client_port
-                ):
-                    return fields[9] != "0"
-    return False
 
 
 def released(server: Any) -> bool:
@@ -313,3 +297,95 @@ def test_a_subscriber_waiting_already_gets_the_released_message(store_url, tmp_p
                     return first, message(await asyncio.wait_for(waiting.recv(), WITHIN_S))
 
         assert asyncio.run(two()) == ((b"held", 1), (b"held", 2))
+
+
+# --- a stream of junk (issue 40: 50 MiB of invalid command lines kept a worker at 100% CPU) ----
+
+
+def read_until_closed(sock: socket.socket, limit: int = 1 << 20) -> bytes:
+    """What the server wrote until it closed (or `limit` bytes)."""
+    got = b""
+    sock.settimeout(WITHIN_S)
+    while len(got) < limit:
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, TimeoutError):
+            break
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
+def test_a_duplex_stream_of_junk_is_closed_at_the_limit(serve):
+    server = serve(limits=Limits(max_invalid_commands=16))
+    sock = socket.create_connection(("127.0.0.1", httpx.URL(server.url).port))
+    sock.sendall(b"POST /subscribe/jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    chunk = b"junk\n" * 13_107  # 64 KiB of invalid commands
+    sent = 0
+    sock.settimeout(WITHIN_S)
+    try:
+        while sent < 32 << 20:
+            sock.sendall(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
+            sent += len(chunk)
+    except OSError:
+        pass  # the server closed the stream: it read no more than it had to
+    answer = read_until_closed(sock)
+    sock.close()
+    errors = [
+        json.loads(line)["error"] for line in answer.split(b"\r\n\r\n", 1)[1].splitlines() if b"{" in line
+    ]
+    assert errors == ["send INIT to start, not 'junk'"] * 15 + [
+        "send INIT to start, not 'junk'; 16 invalid commands in a row: closing"
+    ]
+    assert sent < 32 << 20  # closed long before the client had said all of it
+    assert httpx.get(f"{server.url}/healthz", timeout=5).status_code == 200
+
+
+def test_a_websocket_of_junk_is_closed_at_the_limit(serve):
+    server = serve(limits=Limits(max_invalid_commands=4))
+    assert httpx.post(f"{server.url}/v1/topics", json={"name": "jobs"}, timeout=10).status_code == 201
+
+    async def junk() -> tuple[list[str], int | None]:
+        answers: list[str] = []
+        async with websockets.connect(ws_url(server), max_size=None) as ws:
+            await ws.send("INIT")
+            for _ in range(10):
+                try:
+                    await ws.send("JUNK")  # while no message is out: invalid
+                except websockets.ConnectionClosed:
+                    break
+            try:
+                while True:
+                    answers.append(json.loads(await asyncio.wait_for(ws.recv(), WITHIN_S))["error"])
+            except websockets.ConnectionClosed:
+                pass
+            return answers, ws.close_code
+
+    answers, code = asyncio.run(junk())
+    assert answers == ["no message is out yet: 'JUNK' changes nothing"] * 3 + [
+        "no message is out yet: 'JUNK' changes nothing; 4 invalid commands in a row: closing"
+    ]
+    assert code is not None
+
+
+def test_valid_commands_between_invalid_ones_keep_a_subscriber(serve):
+    server = serve(limits=Limits(max_invalid_commands=3))
+    publish(server, b"one", b"two", b"three")
+
+    async def mixed() -> list[Any]:
+        seen: list[Any] = []
+        async with websockets.connect(ws_url(server), max_size=None) as ws:
+            await ws.send("INIT")
+            for _ in range(3):
+                seen.append(message(await asyncio.wait_for(ws.recv(), WITHIN_S))[0])
+                for word in ("WHAT", "HUH"):  # two invalid in a row, each answered
+                    await ws.send(word)
+                    seen.append(json.loads(await asyncio.wait_for(ws.recv(), WITHIN_S))["error"])
+                await ws.send("ACK")  # valid: the count starts again
+        return seen
+
+    seen = asyncio.run(mixed())
+    assert seen[0::3] == [b"one", b"two", b"three"]
+    errors = seen[1::3] + seen[2::3]
+    assert len(errors) == 6 and all("ACK, NACK, BACK or DACK" in e and "closing" not in e for e in errors)

@@ -276,6 +276,25 @@ def test_metrics_count_every_workers_requests_whichever_answers_the_scrape(serve
 
     assert appended(a) == appended(b) == 7
 
+    def anonymous(conn: http.client.HTTPConnection) -> float:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+        return float(
+            next(
+                x for x in text.splitlines() if x.startswith('tidelog_memory_bytes{kind="anonymous"}')
+            ).split()[-1]
+        )
+
+    # The memory gauge sums the supervisor and every worker, whichever answers.
+    own = [_anonymous_of(pid) for pid in [served.proc.pid, *served.workers]]
+    assert all(own)
+    assert anonymous(a) >= 0.9 * sum(own) and anonymous(b) >= 0.9 * sum(own)
+
+
+def _anonymous_of(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("RssAnon:"))
+
 
 def test_xread_on_one_worker_wakes_on_xadd_through_the_other(served):
     reader, writer = served.redis_on(served.workers[0]), served.redis_on(served.workers[1])

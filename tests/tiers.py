@@ -4,7 +4,7 @@ Tiers are marks, so `-m` picks them (docs/development.md):
 
 - `spark`: tests/spark. A process holds one SparkSession (a JVM that takes
   seconds to start), so one worker runs the tier's local-session tests and
-  another the standalone cluster's (test_cluster.py starts a session of its own).
+  others the modules with Spark of their own (OWN_SPARK_MODULES, OWN_SPARK).
 - `slow`: multi-process, crash, chaos and soak tests.
 - the rest.
 
@@ -54,11 +54,17 @@ OWN_SPARK = frozenset(
 )
 
 
+# Spark modules whose Spark is not the shared local session and whose tests share a fixture
+# that starts it: one unit a module, beside the session's, so the fixture starts once.
+# test_cluster.py: a standalone cluster and a session on it (the longest unit);
+# test_kafka_connector.py: drivers with Kafka's connector in processes of their own.
+OWN_SPARK_MODULES = frozenset({"tests/spark/test_cluster.py", "tests/spark/test_kafka_connector.py"})
+
+
 def unit_of(nodeid: str) -> str:
     """The work unit a test belongs to: tests of one unit run on one worker, in order."""
     path, _, name = nodeid.partition("::")
-    if path == "tests/spark/test_cluster.py":
-        # A standalone cluster and a session on it of its own: the longest unit, beside the next.
+    if path in OWN_SPARK_MODULES:
         return path
     if nodeid in OWN_SPARK:
         return nodeid

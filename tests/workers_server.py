@@ -41,6 +41,13 @@ LIMIT_FLAGS = {
     "handshake_timeout": "--handshake-timeout",
     "max_hold": "--max-hold",
     "max_request": "--max-request",
+    "max_invalid_commands": "--max-invalid-commands",
+    "write_timeout": "--write-timeout",
+    "max_batch_inflated": "--max-batch-inflated",
+    "fetch_max_bytes": "--fetch-max-bytes",
+    "auth_free_failures": "--auth-free-failures",
+    "auth_wait": "--auth-wait",
+    "auth_max_wait": "--auth-max-wait",
 }
 
 

@@ -1,7 +1,10 @@
 #!/bin/sh
-# The Debian packages whose commands the tests run (make test), installed when missing:
-# chromium drives the console and docs browser tests, kcat the Kafka front's test and
-# its docs snippet, redis-cli, curl and openssl the docs snippets and the fronts' tests.
+# The Debian packages whose commands the tests (make test) or the benchmarks (make bench,
+# `sh tools/system-packages.sh bench`) run, installed when missing. Tests: chromium drives
+# the console and docs browser tests, kcat the Kafka front's test and its docs snippet,
+# redis-cli, curl and openssl the docs snippets and the fronts' tests. Benchmarks:
+# redis-server and redis-benchmark (the Redis peer), h2load (nghttp2-client) and wrk (the
+# HTTP load). PostgreSQL, a server to configure and start, is tools/postgres.sh's.
 # Python packages come from pyproject.toml; these are the commands pip cannot install.
 # As root, or with sudo that asks for no password, apt-get installs what is missing;
 # otherwise this says what to install and goes on: the tests that need it skip on a
@@ -17,6 +20,12 @@ need kcat kcat
 need redis-cli redis-tools
 need curl curl
 need openssl openssl
+if [ "${1:-tests}" = bench ]; then
+    need redis-server redis-server
+    need redis-benchmark redis-tools
+    need h2load nghttp2-client
+    need wrk wrk
+fi
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" = 0 ]; then

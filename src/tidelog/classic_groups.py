@@ -28,10 +28,12 @@ from __future__ import annotations
 import struct
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from .errors import TidelogError
-from .store.base import ClassicGroupTx, ClassicMember
+from .store.base import ClassicGroupStore, ClassicGroupTx, ClassicMember
+
+T = TypeVar("T")
 
 EMPTY, PREPARING, COMPLETING, STABLE = "empty", "preparing", "completing", "stable"
 
@@ -159,19 +161,32 @@ class _Group:
         self.now = now
         self.state = tx.state()
         self.members = {m.member: m for m in tx.members()}
+        self.wrote = False  # whether the step changed the group (an expiry counts)
 
     def put(self, member: ClassicMember) -> None:
         self.members[member.member] = member
         self.tx.put_member(member)
+        self.wrote = True
 
     def remove(self, names: list[str]) -> None:
         for name in names:
             self.members.pop(name, None)
         self.tx.remove_members(names)
+        self.wrote = True
 
     def set_state(self, **changes: Any) -> None:
         self.state = self.state._replace(**changes)
         self.tx.set_state(self.state)
+        self.wrote = True
+
+    def refuse(self, answer: T) -> T:
+        """Answer a refused request. When the step changed nothing, the transaction
+        rolls back (`Refused`): the store made the group's row to run the step, and a
+        refusal must not leave a group behind. What time changed (members whose
+        session ran out) is kept: any later step would make the same change."""
+        if not self.wrote:
+            raise Refused(answer)
+        return answer
 
     def alive(self, member: str) -> ClassicMember | None:
         """A member, with its heartbeat made now (any request from it is a sign of life)."""
@@ -243,7 +258,7 @@ class _Group:
     def joined(self, member: str) -> Joined | Pending:
         m = self.members.get(member)
         if m is None:
-            return _join_error(UNKNOWN_MEMBER_ID, member)
+            return self.refuse(_join_error(UNKNOWN_MEMBER_ID, member))
         s = self.state
         if s.phase == PREPARING or m.generation != s.generation:
             return PENDING
@@ -255,6 +270,27 @@ class _Group:
                 if o.generation == s.generation
             ]
         return Joined(None, s.generation, s.protocol_type, s.protocol, s.leader, member, members)
+
+
+class Refused(Exception):
+    """A step's answer that must change nothing: raised through the store's
+    transaction, which rolls back what the step had made meanwhile (the group's
+    row made on first use, an expiry, a heartbeat), and answered by `run`.
+    A Heartbeat, OffsetCommit or LeaveGroup from a member no group knows once
+    left a group named after it behind."""
+
+    def __init__(self, answer: Any):
+        super().__init__(answer)
+        self.answer = answer
+
+
+def run(store: ClassicGroupStore, group: str, now: int, step: Callable[[ClassicGroupTx], T]) -> T:
+    """Run a step of `group` in one of the store's transactions; a refused step's answer
+    is returned with nothing written."""
+    try:
+        return store.classic_run(group, now, step)
+    except Refused as refused:
+        return refused.answer  # type: ignore[no-any-return]
 
 
 def _choose(members: list[ClassicMember]) -> str:
@@ -359,7 +395,7 @@ def sync(
         g = _Group(tx, now)
         g.expire()
         if g.alive(member) is None:
-            return Synced(UNKNOWN_MEMBER_ID, "", "", b"")
+            return g.refuse(Synced(UNKNOWN_MEMBER_ID, "", "", b""))
         s = g.state
         if generation != s.generation:
             return Synced(ILLEGAL_GENERATION, "", "", b"")
@@ -388,7 +424,7 @@ def heartbeat(member: str, generation: int, now: int) -> Callable[[ClassicGroupT
         g = _Group(tx, now)
         g.expire()
         if g.alive(member) is None:
-            return UNKNOWN_MEMBER_ID
+            return g.refuse(UNKNOWN_MEMBER_ID)
         if generation != g.state.generation:
             return ILLEGAL_GENERATION
         if g.state.phase == PREPARING:
@@ -405,6 +441,9 @@ def leave(members: list[str], now: int) -> Callable[[ClassicGroupTx], list[str |
         g = _Group(tx, now)
         errors: list[str | None] = [None if m in g.members else UNKNOWN_MEMBER_ID for m in members]
         gone = [m for m in members if m in g.members]
+        if not gone:
+            g.expire()
+            return g.refuse(errors)
         if gone:
             g.remove(gone)
             g.rebalance()
@@ -430,14 +469,14 @@ def commit(
         g.expire()
         if generation < 0 and not member:
             if g.members:
-                return Committed(UNKNOWN_MEMBER_ID, [])
+                return g.refuse(Committed(UNKNOWN_MEMBER_ID, []))
         else:  # a refused commit changes nothing, not even the member's heartbeat
             if member not in g.members:
-                return Committed(UNKNOWN_MEMBER_ID, [])
+                return g.refuse(Committed(UNKNOWN_MEMBER_ID, []))
             if generation != g.state.generation:
-                return Committed(ILLEGAL_GENERATION, [])
+                return g.refuse(Committed(ILLEGAL_GENERATION, []))
             if g.state.phase == COMPLETING:
-                return Committed(REBALANCE_IN_PROGRESS, [])
+                return g.refuse(Committed(REBALANCE_IN_PROGRESS, []))
             g.alive(member)
         results: list[TidelogError | None] = []
         for topic, partition, offset, metadata in offsets:

@@ -45,6 +45,7 @@ from .errors import (
     UnknownTopic,
 )
 from .leasing import due_at
+from .records import Message
 from .store.base import JobLook, JobRow, JobsRemotely, JobStore
 
 if TYPE_CHECKING:
@@ -89,6 +90,14 @@ class JobInfo(NamedTuple):
 def job_id(partition: int, offset: int) -> str:
     """The id of the job at this partition and offset of its queue topic."""
     return f"{partition}-{offset}"
+
+
+def job_call(value: Any) -> tuple[Any, Any] | None:
+    """(job name, payload) of a record's value when it is a job, as
+    `Jobs.enqueue` writes one ({"job": name, "payload": ...}); None otherwise."""
+    if isinstance(value, dict) and "job" in value:
+        return value["job"], value.get("payload")
+    return None
 
 
 def parse_job_id(value: Any) -> tuple[int, int]:
@@ -141,6 +150,10 @@ def info(log: Core, topic: str, group: str, job: str) -> JobInfo:
 
 def _status(log: Core, topic: str, job: str, partition: int, offset: int, look: JobLook, now: int) -> JobInfo:
     row, held = look.row, look.held
+    # Without a row (nothing a runner or a cancel wrote) the record says whether it is
+    # a job: one sent to the queue's topic by hand would read waiting, then done once a
+    # runner dead-lettered it as "not a job record".
+    record = _job_record(log, topic, job, partition, offset, look.last_offset) if row is None else None
     attempts = row.attempts if row is not None else 0
     body = _body(row)
     if row is not None and row.state in FINAL:
@@ -153,9 +166,8 @@ def _status(log: Core, topic: str, job: str, partition: int, offset: int, look: 
             return JobInfo(job, FAILED, attempts, None, body.get("error"), updated)
         return JobInfo(job, DELAYED if held.due > now else WAITING, attempts, None, None, updated)
     if offset > look.scanned:  # not taken by the group yet
-        if offset > look.last_offset:
-            raise _unknown(topic, job)
-        record = _record(log, topic, partition, offset)
+        if record is None:
+            record = _record(log, topic, partition, offset) if offset <= look.last_offset else None
         if record is None:
             raise _unknown(topic, job)
         due = due_at(record[1], record[3])
@@ -166,10 +178,25 @@ def _status(log: Core, topic: str, job: str, partition: int, offset: int, look: 
         # until the queue's max deliveries dead-lettered it (or the group was purged).
         reason = body.get("error") or "its runner stopped before it finished, until max deliveries"
         return JobInfo(job, DEAD_LETTERED, attempts, None, reason, updated)
-    if offset > look.last_offset or _record(log, topic, partition, offset) is None:
-        raise _unknown(topic, job)
     # Finished with no row: by a consumer that is not a runner, or its row expired.
     return JobInfo(job, DONE, 0, None, "no result is kept for it (finished longer ago than result_ttl)")
+
+
+def _job_record(log: Core, topic: str, job: str, partition: int, offset: int, last_offset: int) -> Any:
+    """The record of `job`; UnknownJob when it is not there or is not a job."""
+    record = _record(log, topic, partition, offset) if offset <= last_offset else None
+    if record is None:
+        raise _unknown(topic, job)
+    try:
+        value = Message(record).data
+    except ValueError:  # not JSON
+        value = None
+    if job_call(value) is None:
+        raise UnknownJob(
+            f"{job!r} of queue {topic!r} is not a job: the record at {topic}/{partition} offset {offset} "
+            'was not enqueued by a job runner (a job\'s value is {"job": name, "payload": ...})'
+        )
+    return record
 
 
 def _record(log: Core, topic: str, partition: int, offset: int) -> Any:

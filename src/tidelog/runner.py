@@ -226,9 +226,8 @@ def execution(
 def job_call(d: Delivery) -> tuple[str, Any] | None:
     """(job name, payload) of a job record, or None when the record is not one."""
     try:
-        body = d.data
-        return body["job"], body.get("payload")
-    except (ValueError, TypeError, KeyError):
+        return results.job_call(d.data)
+    except ValueError:  # not JSON
         return None
 
 

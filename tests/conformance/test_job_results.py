@@ -128,6 +128,36 @@ def test_a_waiting_delayed_or_retrying_job_cancels_and_never_runs(store, clock):
 
 
 @sync_only
+def test_a_cancelled_job_counts_nowhere_in_its_queues_stats(store, clock):
+    # A cancelled job is finished: it waits in the queue group only for a runner to ack
+    # it unrun, so it is neither available nor delayed (groups describe, /v1, the console).
+    with store.open(clock=clock) as log:
+        jobs = tidelog.Jobs(log, queue="work")
+        runs: list[str] = []
+
+        @jobs.job("note")
+        def note(what: str) -> None:
+            runs.append(what)
+
+        later = jobs.enqueue("note", "later", delay=3600)
+        soon = jobs.enqueue("note", "soon")
+        jobs.enqueue("note", "kept", delay=3600)
+        assert jobs.queue.stats()[:3] == (1, 0, 2)  # available, in flight, delayed
+        later.cancel()
+        soon.cancel()
+        assert jobs.queue.stats()[:3] == (0, 0, 1)  # before a receive took them into the group
+        with running(jobs):
+            # The runner's receive takes `soon` (and acks it unrun) and the next job, and
+            # keeps the delayed ones in the group's state until they fall due.
+            assert jobs.enqueue("note", "done").result(timeout=20) is None
+            wait_for(lambda: jobs.queue.stats().in_flight == 0)
+            assert jobs.queue.stats()[:3] == (0, 0, 1)
+            clock.advance(3601)
+            wait_for(lambda: jobs.queue.stats()[:3] == (0, 0, 0))
+        assert runs == ["done", "kept"] and later.status() == soon.status() == "cancelled"
+
+
+@sync_only
 def test_a_running_or_finished_job_refuses_a_cancel_and_nothing_changes(store, tmp_path):
     with store.open() as log:
         jobs = tidelog.Jobs(log, queue="work", visibility_timeout=10)
@@ -184,6 +214,36 @@ def test_an_unknown_or_malformed_job_id_is_refused_and_nothing_changes(store, tm
             tidelog.Jobs(log, queue="work", result_ttl=0)
         assert dump(store_file(store, tmp_path)) == before
         assert job.status() == "waiting"
+
+
+@sync_only
+def test_a_record_that_was_never_a_job_says_so_and_refuses_a_cancel(store, tmp_path):
+    with store.open() as log:
+        jobs = tidelog.Jobs(log, queue="work", max_deliveries=1)
+
+        @jobs.job("note")
+        def note(_: Any) -> str:
+            return "noted"
+
+        # Sent to the runner's topic as a plain queue would, not enqueued as a job.
+        plain = jobs.queue.send({"to": "a@b.c"})
+        later = jobs.queue.send("text", delay=3600)
+        ids = [f"{s.partition}-{s.offset}" for s in (plain, later)]
+        job = jobs.enqueue("note")
+        before = dump(store_file(store, tmp_path))
+        for not_a_job in ids:
+            with pytest.raises(tidelog.UnknownJob, match=f"'{not_a_job}' of queue 'work' is not a job"):
+                jobs.status(not_a_job)
+            with pytest.raises(tidelog.UnknownJob, match="is not a job"):
+                jobs.cancel(not_a_job)
+        assert dump(store_file(store, tmp_path)) == before  # the refused cancels wrote nothing
+        with running(jobs):
+            assert job.result(timeout=20) == "noted"
+            wait_for(lambda: jobs.queue.stats().dead_lettered == 1)  # the runner's "not a job record"
+        # Finished by the runner, it is still not a job (not "done", with no result kept).
+        with pytest.raises(tidelog.UnknownJob, match="is not a job"):
+            jobs.status(ids[0])
+        assert job.status() == "done"
 
 
 @sync_only

@@ -77,6 +77,14 @@ def test_batch_write_takes_key_headers_partition_and_topic_columns(spark, db):
         ("CAST(id AS STRING) AS value", {"topic": "t"}, "overwrite", "only appends"),
         ("CAST(NULL AS BINARY) AS value", {"topic": "t"}, "append", "value is null"),
         ("CAST(id AS STRING) AS value", {"topic": "t", "colour": "red"}, "append", "unknown option"),
+        (
+            "CAST(id AS STRING) AS value, 'yaml' AS format",
+            {"topic": "t"},
+            "append",
+            "column format is 'yaml'",
+        ),
+        ("'{' AS value, 'json' AS format", {"topic": "t"}, "append", "not JSON"),
+        ("CAST(id AS STRING) AS value, id AS format", {"topic": "t"}, "append", "column format must be"),
     ],
 )
 def test_bad_writes_are_refused_and_write_nothing(spark, db, select, options, mode, message):
@@ -90,6 +98,28 @@ def test_bad_writes_are_refused_and_write_nothing(spark, db, select, options, mo
     with pytest.raises(Exception, match=message):
         writer.save()
     assert records(db, "t") == []
+
+
+def test_a_format_column_writes_each_value_back_as_the_kind_it_was_read(spark, db):
+    # Issue 38: the guide's df.select("value") turned a JSON record into bytes after a
+    # round trip; with includeFormat the source says each value's kind, and the sink keeps it.
+    with tidelog.open(db) as log:
+        producer = log.producer()
+        for value in ({"orderId": 1}, "plain text", b"\xffraw", [1, 2]):
+            producer.send("sent", value)
+    read = spark.read.format("tidelog").option("url", db).option("subscribe", "sent").load()
+    save(read.select("value"), db, topic="as-bytes")
+    both = (
+        spark.read.format("tidelog")
+        .option("url", db)
+        .option("subscribe", "sent")
+        .option("includeFormat", "true")
+    )
+    save(both.load().select("value", "format"), db, topic="as-sent")
+    assert [m.format for m in records(db, "as-bytes")] == ["bytes"] * 4
+    copied = records(db, "as-sent")
+    assert [(m.format, m.data) for m in copied] == [(m.format, m.data) for m in records(db, "sent")]
+    assert [m.data for m in copied] == [{"orderId": 1}, "plain text", b"\xffraw", [1, 2]]
 
 
 def stream_copy(spark, db, checkpoint):

@@ -137,7 +137,8 @@ class Jobs(Runner):
         while not self._stopping.is_set():
             try:
                 for t in await self.tick():
-                    logger.info("enqueued tick %s of schedule %r", t.tick, t.schedule)
+                    # Routine work, not news: a six-field cron ticks every second.
+                    logger.debug("enqueued tick %s of schedule %r", t.tick, t.schedule)
                 due = self._scheduler.next_due() if self._scheduler is not None else None
             except Exception:  # the store away, say: the scheduler keeps going
                 logger.exception("a scheduler round failed; trying again")

@@ -113,6 +113,7 @@ def list_groups(session: Session) -> None:
 
     A stream or Kafka group shows its total lag; a queue group its records
     available, in flight and the oldest waiting's age (summed over its topics).
+    A stream group and a queue group of the same name are two rows.
     """
     log = session.log()
     queues: dict[str, list[str]] = {}
@@ -133,7 +134,7 @@ def list_groups(session: Session) -> None:
                     "oldest_available_age_ms": max((s.oldest_available_age_ms for s in stats), default=0),
                 }
             )
-        else:
+        if name not in queues or _reads_by_offset(log, name, name in kafka):
             lags = log.describe_group(name)
             rows.append(
                 {
@@ -166,13 +167,20 @@ def list_groups(session: Session) -> None:
     )
 
 
+def _reads_by_offset(log: tidelog.Log, group: str, kafka: bool) -> bool:
+    """Whether a queue group's name is a stream (or Kafka) group's too: one
+    name is one row of the group catalog, whichever kind came first, so the
+    stream side is told by what it left: committed offsets or live members."""
+    return kafka or bool(log.group_offsets(group)) or bool(_members(log, group, kafka)[0])
+
+
 def _describe_queue(session: Session, log: tidelog.Log, group: str, topics: list[str]) -> None:
     rows = [(t, queue_stats(log, t, group)) for t in topics]
     if session.json:
         for t, s in rows:
             emit({"group": group, "kind": QUEUE, "topic": t, **s._asdict()})
         return
-    click.echo(f"{group}: a queue group (progress per record, not an offset)", err=True)
+    click.echo(f"{group}: a queue group (progress per record, not an offset)")
     table(
         ["TOPIC", "AVAILABLE", "IN FLIGHT", "DELAYED", "DEAD", "OLDEST AGE S"],
         ([t, *s[:4], f"{s.oldest_available_age_ms / 1000:.1f}"] for t, s in rows),
@@ -197,17 +205,27 @@ def describe_group(session: Session, group: str, topics: tuple[str, ...], member
     offset, last offset, lag, and the member that owns it with its client
     (host:pid for a tidelog member, the client id and host for a Kafka
     client); "-" where no live member owns it. A queue group shows its
-    counts per topic instead.
+    counts per topic instead; a stream group and a queue group of the same
+    name show both, the queue group first.
     """
     log = session.log()
     _known_group(log, group)
     for name in topics:
         log.topic(name)  # an unknown topic is an error, not an empty row
     queue_topics = sorted(t for t, g in log.queue_groups() if g == group)
+    kafka = group in _kafka_groups(log)
     if queue_topics:
         _describe_queue(session, log, group, queue_topics)
-        return
-    kafka = group in _kafka_groups(log)
+        if not _reads_by_offset(log, group, kafka):
+            return
+        if not session.json:
+            click.echo()
+    _describe_stream(session, log, group, topics, members, kafka)
+
+
+def _describe_stream(
+    session: Session, log: tidelog.Log, group: str, topics: tuple[str, ...], members: bool, kafka: bool
+) -> None:
     live, generation = _members(log, group, kafka)
     if members:
         if session.json:
@@ -254,7 +272,8 @@ def describe_group(session: Session, group: str, topics: tuple[str, ...], member
         return
     kind = "a Kafka group" if kafka else "a stream group"
     state = f"generation {generation}, {len(live)} member(s)" if live else "no live member"
-    click.echo(f"{group}: {kind}, {state}", err=True)
+    # On stdout with its table, as `topics describe` prints its title: piped, the two stay together.
+    click.echo(f"{group}: {kind}, {state}")
 
     def who(row: tidelog.GroupLag) -> list[str]:
         m = owner.get((row.topic, row.partition))

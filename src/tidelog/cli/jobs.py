@@ -11,6 +11,7 @@ import click
 
 import tidelog
 from tidelog import results, schedules
+from tidelog.logs import LOG_LEVELS
 
 from .context import Session, SummaryGroup, common_options, pass_session
 from .output import dumps, emit, table, when
@@ -39,9 +40,18 @@ def load_runner(target: str) -> tidelog.Jobs:
 
 @jobs.command("run")
 @click.argument("target", metavar="MODULE:ATTRIBUTE")
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS),
+    default="info",
+    show_default=True,
+    help="Logs on stderr from this level: info says what an operator wants to know (the "
+    "runner started, a failure, a retry); debug adds routine work (each tick enqueued, "
+    "each request to an http:// store).",
+)
 @common_options
 @pass_session
-def run_jobs(session: Session, target: str) -> None:
+def run_jobs(session: Session, target: str, log_level: str) -> None:
     """Run the tidelog.Jobs object at MODULE:ATTRIBUTE until SIGINT/SIGTERM.
 
     Its handlers, schedules and settings run on the log the object was made
@@ -49,7 +59,11 @@ def run_jobs(session: Session, target: str) -> None:
     file in development and a server or PostgreSQL in production.
     """
     runner = load_runner(target)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if log_level != "debug":
+        # httpx, the http:// store's client, logs every request at INFO: routine
+        # work here (a runner polls), which would drown what INFO is for.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     if session.url_given:
         runner = runner.on(session.log(writes=True))
         logging.getLogger("tidelog.jobs").info("running the jobs of %s on %s", target, session.url)

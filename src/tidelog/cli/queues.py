@@ -12,8 +12,9 @@ A receipt is the token the HTTP API hands out (`tidelog.server.http.receipts`):
 it names the group, topic, partition, offset and lease, so `ack` needs
 nothing else, and a receipt printed against a served log (`--db http://...`)
 settles through the server, one printed against the file through the file.
-Only `receive` registers a missing group (it says so on stderr); the other
-verbs refuse a group that does not exist and change nothing.
+`send` and `receive` register a missing group (the topic's name unless --group
+says), as the HTTP API and the console do: a queue that has had a send answers
+every verb. The other verbs refuse a group that does not exist and change nothing.
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ def _group(topic: str, group: str | None) -> str:
 def _must_exist(log: tidelog.Log, topic: str, name: str) -> None:
     if (topic, name) not in log.queue_groups(topic):
         raise tidelog.UnknownGroup(f"queue group {name!r} does not exist on topic {topic!r}")
+
+
+def _registers(log: tidelog.Log, topic: str, name: str) -> bool:
+    """Opening the group will register it (the topic has no queue group of that name)."""
+    return log.store.topic(topic) is None or (topic, name) not in log.queue_groups(topic)
 
 
 def _existing(log: tidelog.Log, topic: str, group: str | None) -> tidelog.Queue:
@@ -157,6 +163,12 @@ def _values(data: str | None, fmt: str, delimiter: bytes | None) -> list[Any]:
 
 @queues.command("send")
 @click.argument("topic")
+@click.option(
+    "--group",
+    "-g",
+    help="The queue group a send registers when missing (default: the topic's name); every queue"
+    " group of the topic hands the records out.",
+)
 @click.option("--data", "-d", metavar="VALUE", help="Send this one record instead of reading stdin.")
 @click.option(
     "--format",
@@ -203,6 +215,7 @@ def _values(data: str | None, fmt: str, delimiter: bytes | None) -> list[Any]:
 def send(
     session: Session,
     topic: str,
+    group: str | None,
     data: str | None,
     fmt: str,
     key: str | None,
@@ -216,10 +229,13 @@ def send(
     """Enqueue records on TOPIC for its queue groups; print TOPIC/PARTITION@OFFSET of each.
 
     With --data one record, else one a line of stdin, sent as one atomic
-    batch. Every queue group of the topic will hand them out. A missing
-    TOPIC is created (see --no-auto-create).
+    batch. Every queue group of the topic will hand them out; the group
+    named by --group (the topic's name by default) is registered when
+    missing, so `peek`, `stats` and `purge` answer at once. A missing TOPIC
+    is created (see --no-auto-create).
     """
     check_name("topic", topic)
+    name = _group(topic, group)
     if key_delimiter is not None and not key_delimiter:
         raise click.BadParameter("the delimiter must not be empty", param_hint="--key-delimiter")
     if dedup_id is not None:
@@ -230,11 +246,14 @@ def send(
     values = _values(data, fmt, None if key_delimiter is None else key_delimiter.encode())
     log = session.log(writes=True)
     stamped = queue_headers(headers or None, log.clock(), delay=delay, priority=priority)
-    producer = log.producer()
+    # Checked whole (sizes, partition) before the group is registered: a refused send changes nothing.
+    prepared = log.producer().prepare(topic, values, key=key, partition=partition, headers=stamped)
+    if _registers(log, topic, name):
+        click.echo(f"created queue group {name!r} on {topic!r}", err=True)
+    log.queue(topic, name)
     if dedup_id is None:
-        sent = producer.send_batch(topic, values, key=key, partition=partition, headers=stamped)
+        sent = log.write([prepared])[0]
     else:
-        prepared = producer.prepare(topic, values, key=key, partition=partition, headers=stamped)
         txn, since = dedup_write(log, topic, dedup_id)
         sent = log.write([prepared], txn, txn_since=since)[0]
     for i in range(sent.count):
@@ -281,7 +300,7 @@ def receive(
     log = session.log()
     log.topic(topic)  # a missing topic is an error, never created by a read
     name = _group(topic, group)
-    if (topic, name) not in log.queue_groups(topic):
+    if _registers(log, topic, name):
         click.echo(
             f"created queue group {name!r} on {topic!r} (it starts at the topic's first record)", err=True
         )

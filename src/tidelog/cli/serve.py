@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+from collections.abc import Callable
 
 import click
 from click.core import ParameterSource
@@ -21,10 +22,17 @@ from tidelog.server.http.workers import (
     default_workers,
 )
 from tidelog.server.limits import (
+    DEFAULT_AUTH_FREE_FAILURES,
+    DEFAULT_AUTH_MAX_WAIT_S,
+    DEFAULT_AUTH_WAIT_S,
+    DEFAULT_FETCH_MAX_BYTES,
     DEFAULT_HANDSHAKE_TIMEOUT_S,
     DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_BATCH_INFLATED,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_HOLD_S,
+    DEFAULT_MAX_INVALID_COMMANDS,
+    DEFAULT_WRITE_TIMEOUT_S,
     Limits,
 )
 from tidelog.store import LOCAL_SCHEMES, scheme_of
@@ -32,24 +40,25 @@ from tidelog.store import LOCAL_SCHEMES, scheme_of
 from .context import Session, common_options, pass_session, topic_policy_options
 
 
-def _body_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
-    try:
-        size = parse_size_bytes("--max-body", value)
-    except InvalidRequest as e:
-        raise click.BadParameter(str(e)) from None
-    if size < 1:
-        raise click.BadParameter(f"must be at least 1 byte, got {value!r}")
-    return size
+def _size(name: str, low: int, high: int, words: str) -> Callable[[click.Context, click.Parameter, str], int]:
+    """A click callback reading a SIZE option (8MiB, 64KiB, bytes) within [low, high]."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: str) -> int:
+        try:
+            size = parse_size_bytes(name, value)
+        except InvalidRequest as e:
+            raise click.BadParameter(str(e)) from None
+        if not low <= size <= high:
+            raise click.BadParameter(f"must be {words}, got {value!r}")
+        return size
+
+    return check
 
 
-def _request_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
-    try:
-        size = parse_size_bytes("--max-request", value)
-    except InvalidRequest as e:
-        raise click.BadParameter(str(e)) from None
-    if not 1024 <= size <= 1 << 31:
-        raise click.BadParameter(f"must be between 1KiB and 2GiB, got {value!r}")
-    return size
+_body_size = _size("--max-body", 1, 1 << 62, "at least 1 byte")
+_request_size = _size("--max-request", 1024, 1 << 31, "between 1KiB and 2GiB")
+_batch_size = _size("--max-batch-inflated", 1024, 1 << 31, "between 1KiB and 2GiB")
+_fetch_size = _size("--fetch-max-bytes", 1024, (1 << 31) - 1, "between 1KiB and 2GiB")
 
 
 MAX_TOKEN_FILE = 4096  # a token is a line, not a file's worth
@@ -236,6 +245,67 @@ def read_token_file(path: str) -> tuple[str, int]:
     " checked against announced lengths before reading.",
 )
 @click.option(
+    "--max-batch-inflated",
+    default=f"{DEFAULT_MAX_BATCH_INFLATED >> 20}MiB",
+    show_default=True,
+    metavar="SIZE",
+    callback=_batch_size,
+    help="The most one compressed Kafka record batch may inflate to (any codec); a larger one is refused"
+    " having held no more than this.",
+)
+@click.option(
+    "--fetch-max-bytes",
+    default=f"{DEFAULT_FETCH_MAX_BYTES >> 20}MiB",
+    show_default=True,
+    metavar="SIZE",
+    callback=_fetch_size,
+    help="The most record bytes one Kafka Fetch answer holds, whatever it asks (Kafka's fetch.max.bytes).",
+)
+@click.option(
+    "--write-timeout",
+    type=click.FloatRange(0, 86_400, min_open=True),
+    default=DEFAULT_WRITE_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Close a Redis or Kafka connection whose answers the client has not taken this long (it"
+    " stopped reading); before authentication the --handshake-timeout bounds writes too.",
+)
+@click.option(
+    "--max-invalid-commands",
+    type=click.IntRange(1, 1 << 20),
+    default=DEFAULT_MAX_INVALID_COMMANDS,
+    show_default=True,
+    metavar="N",
+    help="Close a subscriber (WebSocket, POST /subscribe) after N invalid commands in a row (each"
+    " answered, the last with why it closes).",
+)
+@click.option(
+    "--auth-free-failures",
+    type=click.IntRange(0, 1 << 20),
+    default=DEFAULT_AUTH_FREE_FAILURES,
+    show_default=True,
+    metavar="N",
+    help="Wrong tokens a client address may send (every front counted together) before it waits"
+    " between tries.",
+)
+@click.option(
+    "--auth-wait",
+    type=click.FloatRange(0, 86_400),
+    default=DEFAULT_AUTH_WAIT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="The wait after the first failure past --auth-free-failures, doubled after each next one.",
+)
+@click.option(
+    "--auth-max-wait",
+    type=click.FloatRange(0, 86_400),
+    default=DEFAULT_AUTH_MAX_WAIT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="The longest wait between tries of an address that keeps failing (its tries are refused"
+    " unread meanwhile, the right token too).",
+)
+@click.option(
     "--max-restarts",
     type=click.IntRange(0, 1000),
     default=DEFAULT_MAX_RESTARTS,
@@ -278,6 +348,13 @@ def serve(
     handshake_timeout: float,
     max_hold: float,
     max_request: int,
+    max_batch_inflated: int,
+    fetch_max_bytes: int,
+    write_timeout: float,
+    max_invalid_commands: int,
+    auth_free_failures: int,
+    auth_wait: float,
+    auth_max_wait: float,
     max_restarts: int,
     restart_window: float,
 ) -> None:
@@ -305,27 +382,10 @@ def serve(
         raise click.UsageError("--resp-port must differ from --port")
     if kafka_port and kafka_port in (port, resp_port):
         raise click.UsageError("--kafka-port must differ from --port and --resp-port")
-    if kafka_port:
-        try:
-            import kio  # noqa: F401
-        except ImportError:
-            raise click.ClickException(
-                "the Kafka protocol needs kio: pip install 'tidelog[kafka]' (or --kafka-port 0)"
-            ) from None
-    if resp_port:
-        try:
-            import hiredis  # noqa: F401
-        except ImportError:
-            raise click.ClickException(
-                "the Redis protocol needs hiredis: pip install 'tidelog[resp]' (or --resp-port 0)"
-            ) from None
-    try:
-        # Imported here: the server's dependencies are an optional extra.
-        import tidelog.server as server
-    except ImportError as e:
-        raise click.ClickException(
-            f"the server is not installed ({e}): pip install 'tidelog[server]'"
-        ) from None
+    # Imported here: the server's dependencies are an optional extra (one line naming it when missing).
+    import tidelog.server as server
+
+    server.need_extra(resp=bool(resp_port), kafka=bool(kafka_port))
     if workers == 0:
         # A private in-memory log, or a port the kernel picks, is one process's. On SQLite one
         # process is the faster server too (measured: docs/benchmarks.md): N processes
@@ -362,6 +422,13 @@ def serve(
             handshake_timeout=handshake_timeout,
             max_hold=max_hold,
             max_request=max_request,
+            max_invalid_commands=max_invalid_commands,
+            write_timeout=write_timeout,
+            max_batch_inflated=max_batch_inflated,
+            fetch_max_bytes=fetch_max_bytes,
+            auth_free_failures=auth_free_failures,
+            auth_wait=auth_wait,
+            auth_max_wait=auth_max_wait,
         ),
         restarts=Restarts(max_restarts=max_restarts, window=restart_window),
     )

@@ -10,6 +10,7 @@ Needs the server extra: pip install 'tidelog[server]'.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from typing import Any
@@ -18,24 +19,38 @@ from ..errors import ConfigurationError
 from . import rundir
 from .listeners import bind_all, server_ports
 
+# The modules each front imports that the standard library lacks, looked up (find_spec)
+# rather than imported: prometheus_client must not load before serve() names its
+# multiprocess directory. tests/test_extras.py holds these against the fronts' imports
+# and against the server extra in pyproject.toml.
+HTTP_MODULES = (
+    "granian",
+    "httpx",
+    "jinja2",
+    "msgspec",
+    "orjson",
+    "prometheus_client",
+    "starlette",
+    "swagger_ui_bundle",
+)
+RESP_MODULES = ("hiredis",)
+KAFKA_MODULES = ("cramjam", "crc32c", "kio")
 
-def _need_extra() -> None:
-    try:
-        import granian  # noqa: F401
-        import jinja2  # noqa: F401
-        import orjson  # noqa: F401
-        import prometheus_client  # noqa: F401
-        import starlette  # noqa: F401
-        import swagger_ui_bundle  # noqa: F401
-    except ImportError as e:
+
+def need_extra(*, resp: bool = True, kafka: bool = True) -> None:
+    """Raise ConfigurationError naming the server extra when a front's library is missing."""
+    wanted = HTTP_MODULES + (RESP_MODULES if resp else ()) + (KAFKA_MODULES if kafka else ())
+    missing = [name for name in wanted if importlib.util.find_spec(name) is None]
+    if missing:
         raise ConfigurationError(
-            f"the tidelog server needs {e.name}: pip install 'tidelog[server]'"
-        ) from None
+            f"tidelog serve needs the server extra ({', '.join(missing)} missing):"
+            " pip install 'tidelog[server]'"
+        )
 
 
 def create_app(log_or_url: Any, token: str | None = None, **kw: Any) -> Any:
     """The ASGI app over a Log or a store URL (see `tidelog.server.http.app.create_app`)."""
-    _need_extra()
+    need_extra(resp=False, kafka=False)
     from .http.app import create_app as _create_app
 
     return _create_app(log_or_url, token, **kw)
@@ -63,7 +78,7 @@ def serve(
         if kw.get("workers", 1) > 1:
             runtime_dir = rundir.make()
             _share_metrics(runtime_dir)  # before the server's modules load prometheus_client
-        _need_extra()
+        need_extra(resp=bool(kw.get("resp_port")), kafka=bool(kw.get("kafka_port")))
         from .http.run import serve as _serve
 
         _serve(
@@ -103,11 +118,11 @@ def _share_metrics(runtime_dir: str) -> None:
 def __getattr__(name: str) -> Any:
     # ServerThread needs the extra; import it when asked for, not with tidelog.server.
     if name == "ServerThread":
-        _need_extra()
+        need_extra(resp=False, kafka=False)
         from .http.thread import ServerThread
 
         return ServerThread
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ServerThread", "create_app", "serve"]
+__all__ = ["ServerThread", "create_app", "need_extra", "serve"]

@@ -22,6 +22,13 @@ DEFAULT_HANDSHAKE_TIMEOUT_S = 10.0
 DEFAULT_MAX_HOLD_S = 60.0
 DEFAULT_MAX_REQUEST = 64 << 20
 DEFAULT_MAX_ARGS = 1 << 20
+DEFAULT_MAX_INVALID_COMMANDS = 16
+DEFAULT_WRITE_TIMEOUT_S = 30.0
+DEFAULT_MAX_BATCH_INFLATED = 32 << 20
+DEFAULT_FETCH_MAX_BYTES = 55 << 20  # Kafka's fetch.max.bytes
+DEFAULT_AUTH_FREE_FAILURES = 10
+DEFAULT_AUTH_WAIT_S = 1.0
+DEFAULT_AUTH_MAX_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,27 @@ class Limits:
         checked against the lengths a client announces before anything is
         allocated for them.
     max_args: the most arguments one RESP command may announce.
+    max_batch_inflated: the most bytes one compressed Kafka record batch may
+        inflate to; a batch past it is refused (CORRUPT_MESSAGE) having held
+        no more than this, whatever its codec.
+    fetch_max_bytes: the most record bytes one Kafka Fetch answer holds,
+        whatever the request asks (Kafka's `fetch.max.bytes`); one record
+        goes out all the same when the first partition's is larger (KIP-74).
+    write_timeout: seconds an answer may wait for a client to take it (Kafka,
+        Redis): a client that stops reading is closed then and its slot freed.
+        Before authentication the handshake deadline bounds writes too.
+    max_invalid_commands: a subscriber (WebSocket, POST /subscribe) that sends
+        this many invalid commands in a row is closed: each is answered with
+        its error, the last with the reason it is closed. A client that sends
+        junk costs a bounded amount of work, however much it sent before it
+        hung up; a valid command starts the count again.
+    auth_free_failures: wrong tokens (HTTP bearer, console login, Redis AUTH,
+        Kafka SASL, all counted together) a client address may send before it
+        must wait between tries (server/throttle.py).
+    auth_wait: the wait after the first failure past those, doubled after
+        each next one ...
+    auth_max_wait: ... up to this. While an address waits, its tries are
+        refused unread (HTTP 429 with Retry-After), the right token too.
     """
 
     max_connections: int = DEFAULT_MAX_CONNECTIONS
@@ -53,6 +81,13 @@ class Limits:
     max_hold: float = DEFAULT_MAX_HOLD_S
     max_request: int = DEFAULT_MAX_REQUEST
     max_args: int = DEFAULT_MAX_ARGS
+    max_invalid_commands: int = DEFAULT_MAX_INVALID_COMMANDS
+    write_timeout: float = DEFAULT_WRITE_TIMEOUT_S
+    max_batch_inflated: int = DEFAULT_MAX_BATCH_INFLATED
+    fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES
+    auth_free_failures: int = DEFAULT_AUTH_FREE_FAILURES
+    auth_wait: float = DEFAULT_AUTH_WAIT_S
+    auth_max_wait: float = DEFAULT_AUTH_MAX_WAIT_S
 
     def __post_init__(self) -> None:
         self.validate()
@@ -63,11 +98,28 @@ class Limits:
             check_int("max_connections", self.max_connections, 1, 1 << 20)
             check_int("max_request", self.max_request, 1024, 1 << 31)
             check_int("max_args", self.max_args, 16, 1 << 24)
+            check_int("max_invalid_commands", self.max_invalid_commands, 1, 1 << 20)
+            check_int("max_batch_inflated", self.max_batch_inflated, 1024, 1 << 31)
+            check_int("fetch_max_bytes", self.fetch_max_bytes, 1024, (1 << 31) - 1)
+            check_int("auth_free_failures", self.auth_free_failures, 0, 1 << 20)
         except Exception as e:
             raise ConfigurationError(str(e)) from None
-        for name in ("idle_timeout", "handshake_timeout", "max_hold"):
+        for name in (
+            "idle_timeout",
+            "handshake_timeout",
+            "max_hold",
+            "write_timeout",
+            "auth_wait",
+            "auth_max_wait",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 86_400:
                 raise ConfigurationError(f"{name} must be between 0 and 86400 seconds, got {value!r}")
-        if self.handshake_timeout == 0 or self.max_hold == 0:
-            raise ConfigurationError("handshake_timeout and max_hold must be more than 0 seconds")
+        if self.handshake_timeout == 0 or self.max_hold == 0 or self.write_timeout == 0:
+            raise ConfigurationError(
+                "handshake_timeout, max_hold and write_timeout must be more than 0 seconds"
+            )
+        if self.auth_wait > self.auth_max_wait:
+            raise ConfigurationError(
+                f"auth_wait ({self.auth_wait:g} s) must not be more than auth_max_wait ({self.auth_max_wait:g} s)"
+            )

@@ -20,12 +20,14 @@ shuffles are by hash). A query whose output per task is not deterministic
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain
+from typing import Any
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -54,7 +56,10 @@ from .options import SinkOptions
 # Spark's local properties naming the running query and micro-batch.
 QUERY_ID = "sql.streaming.queryId"
 BATCH_ID = "streaming.sql.batchId"
-COLUMNS = ("value", "key", "headers", "partition", "topic")
+COLUMNS = ("value", "key", "headers", "partition", "topic", "format")
+# What column `format` may say, as the source's includeFormat writes it: a row's value is
+# written back as the kind it was read as (a JSON record stays JSON, not bytes).
+FORMATS = ("json", "text", "bytes")
 
 
 @dataclass
@@ -83,6 +88,8 @@ def check_schema(schema: StructType, options: SinkOptions) -> None:
         raise ConfigurationError("column partition must be an integer")
     if "topic" in names and not isinstance(names["topic"], StringType):
         raise ConfigurationError("column topic must be a string")
+    if "format" in names and not isinstance(names["format"], StringType):
+        raise ConfigurationError(f"column format must be a string: {', '.join(FORMATS)}")
     if "topic" not in names and options.topic is None:
         raise ConfigurationError("the tidelog sink needs option topic, or a column topic naming one per row")
     if "headers" in names:
@@ -250,6 +257,11 @@ def _prepare(
         # the next batch to the next (Kafka's sticky partitioning).
         return [producer.prepare(options.topic, values)]  # type: ignore[arg-type]
     n = len(values)
+    if "format" in names:
+        values = [
+            _as_format(v, f, row)
+            for row, (v, f) in enumerate(zip(values, batch.column("format").to_pylist()))
+        ]
     keys = batch.column("key").to_pylist() if "key" in names else [None] * n
     headers = batch.column("headers").to_pylist() if "headers" in names else [None] * n
     partitions = batch.column("partition").to_pylist() if "partition" in names else [None] * n
@@ -267,6 +279,26 @@ def _prepare(
         pairs = None if not hdrs else [(h["key"], h["value"]) for h in hdrs]
         groups.setdefault((topic, partition), []).append(NewRecord(value, key=key, headers=pairs))
     return [producer.prepare(t, records, partition=p) for (t, p), records in groups.items()]
+
+
+def _as_format(value: bytes | str, fmt: str | None, row: int) -> Any:
+    """A row's value as the kind its `format` column names (None: as the column's type says)."""
+    if fmt is None:
+        return value
+    if fmt not in FORMATS:
+        raise InvalidValue(f"column format is {fmt!r} in row {row}; it takes {', '.join(FORMATS)} or null")
+    if fmt == "bytes":
+        return value.encode() if isinstance(value, str) else value
+    try:
+        text = value if isinstance(value, str) else value.decode()
+    except UnicodeDecodeError:
+        raise InvalidValue(f"row {row} says format {fmt!r} but its value is not UTF-8 text") from None
+    if fmt == "text":
+        return text
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise InvalidValue(f"row {row} says format 'json' but its value is not JSON: {e}") from None
 
 
 def _partition_count(log: Log, topic: str) -> int:

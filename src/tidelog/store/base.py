@@ -720,7 +720,10 @@ class QueueStore(Protocol):
 
     def queue_stats(self, group: str, topic: str, policy: LeasePolicy, now: int) -> QueueStats:
         """Counts, and the age of the oldest available record; a new
-        record's delay is `policy.due` (a store reads meta only through it)."""
+        record's delay is `policy.due` (a store reads meta only through it).
+        A record whose job was cancelled (a "cancelled" job state) is
+        finished: it counts as neither available nor delayed, though it
+        waits in the group until a runner acks it unrun."""
 
 
 @runtime_checkable

@@ -19,7 +19,7 @@ from .errors import HANDLERS
 from .home import HomeForward, member_route
 from .hot import HotPublish
 from .metrics import MetricsMiddleware
-from .sessions import LoginThrottle, Sessions
+from .sessions import Sessions
 
 
 def create_app(
@@ -117,7 +117,7 @@ def create_app(
     # Outermost: every request counts as its connection's activity (connections.py).
     middleware.insert(0, Middleware(ConnectionTracking, connections=ctx.connections))
     if token:
-        middleware.append(Middleware(BearerAuth, token=token, sessions=sessions))
+        middleware.append(Middleware(BearerAuth, token=token, sessions=sessions, throttle=ctx.throttle))
     if member_home:  # last: only an authenticated request is forwarded
         middleware.append(Middleware(HomeForward, socket_path=member_home, forwards=member_route))
     app = Starlette(
@@ -143,7 +143,7 @@ def create_app(
     app.state.console_history = history
     app.state.console_token = token or None
     app.state.console_sessions = sessions
-    app.state.console_throttle = LoginThrottle()
+    app.state.console_throttle = ctx.throttle  # one throttle for every front (server/throttle.py)
     # Pages refresh their figures about as often as the history samples, every 0.5 to 3 s.
     app.state.console_refresh_ms = int(min(3.0, max(0.5, console_interval or 3.0)) * 1000)
     return app

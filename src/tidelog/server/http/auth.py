@@ -19,6 +19,7 @@ import hmac
 from http.cookies import SimpleCookie
 from urllib.parse import unquote_to_bytes
 
+from ..throttle import AuthThrottle, retry_message
 from .errors import error_body
 from .sessions import Sessions
 
@@ -59,11 +60,18 @@ def session_cookie(headers) -> str | None:
     return None
 
 
+def client_host(scope) -> str:
+    """The client's address as the throttle counts it ("" when the server does not say)."""
+    client = scope.get("client")
+    return client[0] if client else ""
+
+
 class BearerAuth:
-    def __init__(self, app, token: str, sessions: Sessions):
+    def __init__(self, app, token: str, sessions: Sessions, throttle: AuthThrottle):
         self.app = app
         self.expected = b"Bearer " + token.encode()
         self.sessions = sessions
+        self.throttle = throttle
 
     async def __call__(self, scope, receive, send) -> None:
         path = scope.get("path", "")
@@ -87,10 +95,19 @@ class BearerAuth:
             for pair in scope.get("query_string", b"").split(b"&"):
                 if pair.startswith(b"token="):
                     given = b"Bearer " + unquote_to_bytes(pair[6:])
-        if hmac.compare_digest(given, self.expected):
-            scope[AUTHENTICATED_BY] = "bearer"
-            await self.app(scope, receive, send)
-            return
+        if given:
+            # A token is tried: an address that failed too often waits, right token or wrong.
+            host = client_host(scope)
+            wait = self.throttle.wait(host, "http")
+            if wait:
+                await self._refuse(scope, send, 429, "too_many_requests", retry_message(wait), wait)
+                return
+            if hmac.compare_digest(given, self.expected):
+                self.throttle.passed(host)
+                scope[AUTHENTICATED_BY] = "bearer"
+                await self.app(scope, receive, send)
+                return
+            self.throttle.failed(host, "http")
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})  # before accept: a 403 handshake
             return
@@ -106,11 +123,15 @@ class BearerAuth:
             if not given
             else "wrong token in the Authorization header"
         )
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
-            }
-        )
-        await send({"type": "http.response.body", "body": error_body("unauthorized", message)})
+        await self._refuse(scope, send, 401, "unauthorized", message)
+
+    @staticmethod
+    async def _refuse(scope, send, status: int, code: str, message: str, retry: float = 0) -> None:
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})  # before accept: a 403 handshake
+            return
+        headers = [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]
+        if retry:
+            headers.append((b"retry-after", str(max(1, round(retry))).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": error_body(code, message)})

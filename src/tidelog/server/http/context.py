@@ -19,6 +19,7 @@ from ...store.base import NamedConsumers
 from ..limits import Limits
 from ..runtime.hub import AppendHub
 from ..runtime.writer import GroupCommitWriter
+from ..throttle import AuthThrottle
 from .connections import Connections
 from .metrics import Metrics
 from .pumps import Pumps
@@ -55,6 +56,10 @@ class Context:
         self.owns_log = owns_log
         self.metrics = Metrics(log)
         self.connections = Connections(settings.limits, self.metrics.registry)
+        # Failed logins, counted per address across every front of this process.
+        self.throttle = AuthThrottle.of(
+            settings.limits, count=lambda front, outcome: self.metrics.auth.labels(front, outcome).inc()
+        )
         self.hub = AppendHub(log)
         self.writer = GroupCommitWriter(log, self.metrics.written)
         # Store reads block: they run here, each thread with its own SQLite

@@ -26,6 +26,7 @@ from starlette.requests import Request
 
 from ...config import check_name
 from ...errors import TidelogError
+from .auth import client_host
 from .errors import error_response, on_unexpected
 
 if TYPE_CHECKING:
@@ -112,6 +113,8 @@ class HotPublish:
                 length = value
         if self.expected is not None and not hmac.compare_digest(given, self.expected):
             return False
+        if self.expected is not None and self.ctx.throttle.wait(client_host(scope)):
+            return False  # an address held back: BearerAuth refuses it
         return not (length is not None and length.isdigit() and int(length) > self.ctx.settings.max_body)
 
     async def _publish(self, scope: Scope, receive: Receive, send: Send, topic: str, value: bytes) -> None:

@@ -169,6 +169,68 @@ class QueueCollector(Collector):
         yield from (depth, oldest)
 
 
+# /proc/PID/status fields, by the kind the memory gauge labels them with.
+MEMORY_FIELDS = {"VmRSS:": "resident", "RssAnon:": "anonymous", "RssFile:": "file", "RssShmem:": "shared"}
+
+
+def _status_memory(pid: int) -> dict[str, int]:
+    """A process's memory by kind, in bytes, from /proc (empty where there is none)."""
+    found: dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                fields = line.split()  # "VmRSS:", "140072", "kB"
+                kind = MEMORY_FIELDS.get(fields[0]) if fields else None
+                if kind is not None:
+                    found[kind] = int(fields[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return found
+
+
+def _server_pids() -> list[int]:
+    """This process, or under --workers N the supervisor and every worker (its children)."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return [os.getpid()]
+    root = os.getppid()
+    pids = [root]
+    try:
+        for task in os.listdir(f"/proc/{root}/task"):
+            with open(f"/proc/{root}/task/{task}/children") as f:
+                pids += [int(c) for c in f.read().split()]
+    except OSError:
+        return [os.getpid()]
+    return pids
+
+
+class MemoryCollector(Collector):
+    """The server's memory by kind, summed over its processes (Linux).
+
+    Alert on `anonymous`: the heap and every other page only this server
+    holds. `resident` also counts file pages mapped in, above all SQLite's
+    memory-mapped database (store/sqlite, mmap_size), which the kernel takes
+    back under pressure and which reads the size of the file's hot part: a
+    resident size that stays high after a burst of reads is not a leak.
+    """
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "tidelog_memory_bytes",
+            "The server's memory (every process of it) by kind: resident (all pages in RAM),"
+            " anonymous (its own: alert on this), file (mapped files, SQLite's pages among them),"
+            " shared (shared memory)",
+            labels=["kind"],
+        )
+        totals: dict[str, int] = {}
+        for pid in _server_pids():
+            for kind, value in _status_memory(pid).items():
+                totals[kind] = totals.get(kind, 0) + value
+        for kind in MEMORY_FIELDS.values():
+            if kind in totals:
+                family.add_metric([kind], totals[kind])
+        yield family
+
+
 class Metrics:
     def __init__(self, log: Log):
         self.registry = CollectorRegistry()
@@ -190,6 +252,13 @@ class Metrics:
             "HTTP requests whose client went away before the answer",
             registry=r,
         )
+        self.auth = Counter(
+            "tidelog_auth_refusals",
+            "Authentications refused, by front (http, console, resp, kafka) and outcome: failed (a wrong"
+            " token) or throttled (refused unread: the address failed too often, server/throttle.py)",
+            ["front", "outcome"],
+            registry=r,
+        )
         self.commits = Counter("tidelog_group_commits", "Transactions of the group-commit writer", registry=r)
         qg = ["topic", "group"]
         self.deliveries = Counter(
@@ -208,7 +277,12 @@ class Metrics:
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             self.exposed = CollectorRegistry()
             multiprocess.MultiProcessCollector(self.exposed)
-        for collector in (GroupLagCollector(log), TopicCollector(log), QueueCollector(log)):
+        for collector in (
+            GroupLagCollector(log),
+            TopicCollector(log),
+            QueueCollector(log),
+            MemoryCollector(),
+        ):
             self.exposed.register(collector)
 
     def written(self, sent: list[BatchSent]) -> None:

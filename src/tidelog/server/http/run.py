@@ -370,6 +370,7 @@ def _serve_process(
                 limits=app.state.ctx.settings.limits,
                 sock=listeners["resp"],
                 subscribe_frames=resp_subscribe,
+                throttle=app.state.ctx.throttle,
             )
             say("Redis protocol on %s:%s (redis-cli -p %s)", host, resp_port, resp_port)
         kafka = None
@@ -387,6 +388,7 @@ def _serve_process(
                 limits=app.state.ctx.settings.limits,
                 advertised_host=kafka_host,
                 sock=listeners["kafka"],
+                throttle=app.state.ctx.throttle,
             )
             say(
                 "Kafka protocol on %s:%s (bootstrap.servers=%s:%s)",

@@ -1,4 +1,5 @@
-"""The console's sessions and its login throttle, both in memory and bounded.
+"""The console's sessions, in memory and bounded (its login form is throttled
+with every other front's authentication: server/throttle.py).
 
 A login makes a session: a random id (the cookie's value, 256 bits) kept
 here with its CSRF token, so a logout revokes it and two logins never
@@ -9,17 +10,11 @@ so the table is no list of valid cookies. Under several server processes
 every console request is served by the first (home.py), so one table
 holds every session; a restart of that process ends them (log in again).
 
-The throttle bounds how fast one client address may try tokens: `burst`
-wrong tokens at once, then one every `refill` seconds (a token bucket, as
-nginx's limit_req with a burst). It remembers at most `max_clients`
-addresses, forgetting the least recently seen; an IPv6 client counts by
-its /64, which one host usually holds whole.
 """
 
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import secrets
 import time
 from collections import OrderedDict
@@ -29,9 +24,6 @@ from dataclasses import dataclass
 MAX_SESSIONS = 1000
 SESSION_IDLE_S = 8 * 3600.0  # a working day without a request
 SESSION_LIFETIME_S = 24 * 3600.0
-LOGIN_BURST = 10  # wrong tokens a client address may send at once ...
-LOGIN_REFILL_S = 6.0  # ... then one every this many seconds (10 a minute)
-MAX_CLIENTS = 4096
 
 
 @dataclass
@@ -96,49 +88,3 @@ class Sessions:
         for key, session in list(self._sessions.items()):
             if self._expired(session, now):
                 del self._sessions[key]
-
-
-def client_key(address: str) -> str:
-    """What the throttle counts by: the address, or an IPv6 address's /64."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return address[:64]
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
-        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
-    return str(ip)
-
-
-class LoginThrottle:
-    def __init__(
-        self,
-        burst: int = LOGIN_BURST,
-        refill: float = LOGIN_REFILL_S,
-        max_clients: int = MAX_CLIENTS,
-        clock: Callable[[], float] = time.monotonic,
-    ):
-        self.burst, self.refill, self.max_clients, self.clock = burst, refill, max_clients, clock
-        self._tries: OrderedDict[str, tuple[float, float]] = OrderedDict()  # key -> (tries left, when)
-
-    def __len__(self) -> int:
-        return len(self._tries)
-
-    def _left(self, key: str, now: float) -> float:
-        left, when = self._tries.get(key, (float(self.burst), now))
-        return min(float(self.burst), left + (now - when) / self.refill)
-
-    def wait(self, address: str) -> float:
-        """Seconds before `address` may try a token again (0: now)."""
-        left = self._left(client_key(address), self.clock())
-        return 0.0 if left >= 1 else (1 - left) * self.refill
-
-    def failed(self, address: str) -> None:
-        """`address` sent a wrong token."""
-        key, now = client_key(address), self.clock()
-        left = self._left(key, now)
-        self._tries[key] = (max(0.0, left - 1), now)
-        self._tries.move_to_end(key)
-        while len(self._tries) > self.max_clients:
-            self._tries.popitem(last=False)

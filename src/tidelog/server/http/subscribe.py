@@ -69,6 +69,9 @@ ANSWER = "answer the message with ACK, NACK, BACK or DACK <seconds> (EXTEND keep
 # How long a subscriber that held a message too long is given to take the
 # news; a socket that does not drain is not waited for longer.
 GOODBYE_S = 1.0
+# Commands read ahead of the one being answered: a client that sends faster
+# than it is answered waits in its own socket, not in this process's memory.
+READ_AHEAD = 64
 
 
 # the socket ------------------------------------------------------------------------
@@ -80,6 +83,10 @@ class Gone(Exception):
 
 class HeldTooLong(Exception):
     """The client held a message for max_hold without a word: it lost it."""
+
+
+class TooManyInvalid(Gone):
+    """The client sent max_invalid_commands invalid commands in a row: closed."""
 
 
 def command_text(raw: str) -> str:
@@ -186,6 +193,9 @@ class Subscriber:
         self._hold: asyncio.TimerHandle | None = None  # runs while the client holds a message
         self._serving: asyncio.Task | None = None  # the main loop's task, while it serves messages
         self.held_too_long = False
+        self.invalid = 0  # invalid commands in a row
+        self.max_invalid = ctx.settings.limits.max_invalid_commands
+        self._room = asyncio.Event()  # set when the inbox has room again (READ_AHEAD)
 
     def _wake(self, exc: BaseException | None = None) -> None:
         """End the main loop's wait: with `exc` (a disconnect) whatever it
@@ -213,8 +223,11 @@ class Subscriber:
                     continue
                 text = command_text(raw)
                 if self.waiting and not self.channel.pipelined:
-                    await self.error(f"no message is out yet: {text[:40]!r} changes nothing")
+                    await self.invalid_command(f"no message is out yet: {text[:40]!r} changes nothing")
                 else:
+                    while len(self.inbox) >= READ_AHEAD:
+                        self._room.clear()
+                        await self._room.wait()
                     self.inbox.append(text)
                     self._wake()
         except Exception:  # a disconnect, or the connection broke: the same
@@ -224,7 +237,11 @@ class Subscriber:
             self._wake(Gone())
 
     async def command(self, timeout: float | None = None) -> str | None:
-        """The client's next command; None when `timeout` passed first."""
+        """The client's next command; None when `timeout` passed first.
+        Gone once the client disconnected, also with commands unread: no
+        one is there to take their answers."""
+        if self.gone:
+            raise Gone
         if not self.inbox:
             if self.gone or self.said_all:
                 raise Gone
@@ -241,6 +258,7 @@ class Subscriber:
                     timer.cancel()
             if not self.inbox:
                 return None
+        self._room.set()
         return self.inbox.popleft()
 
     async def send(self, payload: dict[str, Any]) -> None:
@@ -253,11 +271,25 @@ class Subscriber:
     async def error(self, message: str) -> None:
         await self.send({"error": message})
 
+    async def invalid_command(self, message: str) -> None:
+        """Answer an invalid command (a client waits for each answer); the
+        max_invalid_commands-th in a row is answered with why, and closes."""
+        self.invalid += 1
+        if self.invalid >= self.max_invalid:
+            await self.error(f"{message}; {self.invalid} invalid commands in a row: closing")
+            self.gone = True
+            raise TooManyInvalid
+        await self.error(message)
+
+    def valid_command(self) -> None:
+        self.invalid = 0
+
     async def run(self, topic: str, group: str | None) -> None:
         reader = asyncio.ensure_future(self._read())
         try:
             while (text := await self.command()) != "INIT":
-                await self.error(f"send INIT to start, not {(text or '')[:40]!r}")
+                await self.invalid_command(f"send INIT to start, not {(text or '')[:40]!r}")
+            self.valid_command()
             # Names are checked after INIT, like the topic's existence, so every
             # refusal reaches a client the same way: its INIT is answered, then closed.
             try:
@@ -396,7 +428,8 @@ class Subscriber:
             await self._tell()
             while self.inbox and not self.channel.pipelined:  # said after its answer: an answer to nothing
                 text = self.inbox.popleft()
-                await self.error(f"no message is out yet: {text[:40]!r} changes nothing")
+                self._room.set()
+                await self.invalid_command(f"no message is out yet: {text[:40]!r} changes nothing")
             if self.gone:
                 raise Gone
             if wanted.done():
@@ -426,6 +459,7 @@ class Subscriber:
                 extend = text is None  # the client still holds it: keep the lease alive
                 if text is not None and text.strip().upper() == "EXTEND":
                     self._start_hold(pump)
+                    self.valid_command()
                     extend = True
                 if extend:
                     extended = await pump.settle(("EXTEND", d, None))
@@ -440,8 +474,9 @@ class Subscriber:
                 try:
                     settle = self._parse(text, d)
                 except InvalidRequest as e:
-                    await self.error(str(e))
+                    await self.invalid_command(str(e))
                     continue
+                self.valid_command()
                 self._stop_hold()
                 return settle
         except Gone:

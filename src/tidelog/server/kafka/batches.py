@@ -130,11 +130,11 @@ def decompress(codec: int, body: memoryview, max_bytes: int) -> bytes:
         elif codec == LZ4:
             import cramjam
 
-            out = bytes(cramjam.lz4.decompress(body))
+            out = _inflate_into(cramjam.lz4, body, max_bytes)
         elif codec == ZSTD:
             import cramjam
 
-            out = bytes(cramjam.zstd.decompress(body))
+            out = _inflate_into(cramjam.zstd, body, max_bytes)
         else:
             raise UnsupportedCodec(f"compression codec {codec} is not one of gzip, snappy, lz4, zstd")
     except (UnsupportedCodec, CorruptBatch):
@@ -144,6 +144,30 @@ def decompress(codec: int, body: memoryview, max_bytes: int) -> bytes:
     if len(out) > max_bytes:
         raise CorruptBatch(f"a batch decompresses past {max_bytes} bytes")
     return out
+
+
+# The first output buffer an lz4 or zstd batch is inflated into, in compressed bytes:
+# JSON events compress 2-10 times; a batch that inflates more is tried again in a larger one.
+FIRST_RATIO = 8
+
+
+def _inflate_into(codec: Any, body: memoryview, max_bytes: int) -> bytes:
+    """Inflate into buffers that grow eightfold up to `max_bytes` + 1, never past: a
+    32 KiB zstd batch that inflates to 1 GiB once took 2 GB before it was refused.
+    cramjam stops at the buffer's end ("failed to write whole buffer")."""
+    size = min(max_bytes + 1, max(1 << 16, len(body) * FIRST_RATIO))
+    while True:
+        out = bytearray(size)
+        try:
+            written = codec.decompress_into(body, out)
+        except Exception as e:
+            if "whole buffer" not in str(e):
+                raise
+            if size > max_bytes:
+                raise CorruptBatch(f"a batch decompresses past {max_bytes} bytes") from None
+            size = min(max_bytes + 1, size * FIRST_RATIO)
+            continue
+        return bytes(memoryview(out)[:written])
 
 
 def _unsnappy(data: bytes, max_bytes: int) -> bytes:

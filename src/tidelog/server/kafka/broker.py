@@ -20,6 +20,7 @@ from ..limits import Limits
 from ..runtime.hub import AppendHub
 from ..runtime.threads import LoopThreads
 from ..runtime.writer import GroupCommitWriter
+from ..throttle import AuthThrottle
 
 CLUSTER_ID = "tidelog"
 # Kafka's "no authorized operations asked for" in Metadata and DescribeGroups.
@@ -37,6 +38,7 @@ class Broker:
         writer: GroupCommitWriter | None = None,
         limits: Limits | None = None,
         advertised_host: str | None = None,
+        throttle: AuthThrottle | None = None,
     ):
         try:
             import kio  # noqa: F401
@@ -46,6 +48,9 @@ class Broker:
         self.token = token or None
         self.limits = limits or Limits()
         self.advertised_host = advertised_host
+        self.throttle = (
+            throttle if throttle is not None else AuthThrottle.of(self.limits)
+        )  # shared with the other fronts by `serve`
         self.producer = log.producer()
         # Whether the store keeps the batches producers send (fetch.py answers with them).
         self.keeps_wire = isinstance(log.store, KeepsWireBatches)
@@ -93,9 +98,10 @@ class Broker:
 class Session:
     """One client connection's state: who it is and where its SASL exchange stands."""
 
-    def __init__(self, broker: Broker, peer: str):
+    def __init__(self, broker: Broker, peer: str, host: str = ""):
         self.broker = broker
         self.peer = peer
+        self.host = host  # the client's address alone: what the login throttle counts
         self.authenticated = broker.token is None
         self.sasl_mechanism: str | None = None  # set by a handshake
         self.sasl_raw = False  # handshake v0: the next frame is a bare PLAIN token

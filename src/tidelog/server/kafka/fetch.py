@@ -292,13 +292,19 @@ async def fetch(session: Session, request: Request) -> dict[str, Any]:
     body = request.body
     wait = min(max(0.0, body.max_wait.total_seconds()), MAX_WAIT_S)
     min_bytes = max(0, body.min_bytes)
-    max_bytes = max(1, getattr(body, "max_bytes", 0x7FFFFFFF))
-    asked = [
-        _Partition(t.topic, p.partition, p.fetch_offset, max(1, p.partition_max_bytes))
-        for t in body.topics
-        for p in t.partitions
-    ]
-    keys = list({(p.topic, p.partition) for p in asked})
+    # Capped by the broker's fetch_max_bytes (Kafka's fetch.max.bytes): a 1 KB request
+    # once asked for 2^31-1 bytes and was answered 191 MiB.
+    max_bytes = max(1, min(getattr(body, "max_bytes", 0x7FFFFFFF), broker.limits.fetch_max_bytes))
+    # A partition named twice counts once, as in Kafka (a map from partition to its
+    # fetch: the first naming's place, the last one's position and limit).
+    by_key: dict[tuple[str, int], _Partition] = {}
+    for t in body.topics:
+        for p in t.partitions:
+            by_key[(t.topic, p.partition)] = _Partition(
+                t.topic, p.partition, p.fetch_offset, max(1, p.partition_max_bytes)
+            )
+    asked = list(by_key.values())
+    keys = list(by_key)
     zstd = request.version >= ZSTD_FETCH
     ready = await _take_ahead(session, asked, zstd)
     deadline = time.monotonic() + wait

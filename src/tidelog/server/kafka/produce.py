@@ -96,7 +96,7 @@ def _runs(topic: str, partition: int, batch: Batch, broker: Broker) -> list[Prep
 def _prepare(broker: Broker, topic: str, partition: int, data: bytes | None) -> list[Prepared]:
     """Decode a partition's batches and check them as a write would; Refused with Kafka's code."""
     try:
-        batches = read_batches(data or b"", broker.limits.max_request)
+        batches = read_batches(data or b"", broker.limits.max_batch_inflated)
         if not batches:
             raise Refused(ErrorCode.corrupt_message, "a produce with no record batch")
         return [p for batch in batches for p in _runs(topic, partition, batch, broker)]

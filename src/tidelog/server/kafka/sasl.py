@@ -16,6 +16,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ..throttle import retry_message
 from .broker import Session
 from .wire import Request
 
@@ -24,12 +25,18 @@ MECHANISMS = ("PLAIN",)
 
 def check_plain(session: Session, token: bytes) -> str | None:
     """The error message for a PLAIN token (authzid NUL user NUL password), None when it passes."""
+    throttle = session.broker.throttle
+    wait = throttle.wait(session.host, "kafka")
+    if wait:  # refused unread, the right password too: see server/throttle.py
+        return retry_message(wait)
     parts = token.split(b"\0")
     if len(parts) != 3 or not parts[1]:
         return "a PLAIN token is authzid, user and password separated by NUL bytes"
     expected = (session.broker.token or "").encode()
     if not hmac.compare_digest(parts[2], expected):
+        throttle.failed(session.host, "kafka")
         return "authentication failed: the password must be the server's token"
+    throttle.passed(session.host)
     session.authenticated = True
     session.principal = parts[1].decode(errors="replace")
     return None

@@ -29,6 +29,7 @@ from ...log import Log
 from ..limits import Limits
 from ..runtime.hub import AppendHub
 from ..runtime.writer import GroupCommitWriter
+from ..throttle import AuthThrottle
 from .broker import Broker, Session
 from .handlers import HANDLERS
 from .sasl import raw_token
@@ -54,6 +55,10 @@ DEFAULT_PORT = 9092
 # SASL exchange, a few hundred bytes (Kafka's sasl.server.max.receive.size
 # is 512 KiB; a PLAIN token needs far less).
 PRE_AUTH_MAX_REQUEST = 64 << 10
+# Requests a connection may send before it authenticates: a client sends ApiVersions, a
+# SaslHandshake and a SaslAuthenticate (again after an UNSUPPORTED_VERSION); one that goes
+# on sending costs the server work for nothing a client needs.
+PRE_AUTH_MAX_REQUESTS = 16
 CLOSE_TIMEOUT_S = 5.0
 MAX_IN_FLIGHT = 32  # produce requests of one connection taken in before the first is answered
 PRODUCE_KEY = b"\0\0"
@@ -125,7 +130,12 @@ class KafkaServer:
             logger.exception("Kafka connection from %s failed", conn.session.peer)
         finally:
             self.connections.discard(conn)
-            writer.close()
+            if writer.transport.get_write_buffer_size():
+                # Answers the client never took: close() would wait for them to drain,
+                # holding the socket and its kernel buffers for as long as it does not read.
+                writer.transport.abort()
+            else:
+                writer.close()
 
 
 class Connection:
@@ -136,7 +146,8 @@ class Connection:
         self.reader = reader
         self.writer = writer
         peer = writer.get_extra_info("peername")
-        self.session = Session(broker, f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "?")
+        address = peer if isinstance(peer, tuple) else ("?", 0)
+        self.session = Session(broker, f"{address[0]}:{address[1]}", str(address[0]))
 
     async def serve(self) -> None:
         """Read frames until the client leaves; answer each in order.
@@ -150,7 +161,8 @@ class Connection:
         loop = asyncio.get_running_loop()
         limits = self.broker.limits
         session = self.session
-        started = loop.time()
+        started = self.started = loop.time()
+        pre_auth = 0  # requests read before authenticating
         self.answers: asyncio.Queue[tuple[asyncio.Task[bytes | None], int]] = asyncio.Queue()
         self.in_flight = 0  # bytes of the produce requests taken in and not yet answered
         responder = asyncio.ensure_future(self._respond())
@@ -160,8 +172,19 @@ class Connection:
                     timeout = limits.idle_timeout or None
                     bound = limits.max_request
                 else:  # the SASL deadline counts from the connection's start
-                    timeout = max(0.0, started + limits.handshake_timeout - loop.time())
+                    timeout = started + limits.handshake_timeout - loop.time()
                     bound = min(limits.max_request, PRE_AUTH_MAX_REQUEST)
+                    pre_auth += 1
+                    # Checked here too: requests already buffered are read without waiting,
+                    # so the timeout below would never fire for a client that keeps sending.
+                    if timeout <= 0 or pre_auth > PRE_AUTH_MAX_REQUESTS:
+                        logger.info(
+                            "Kafka client %s did not authenticate within %gs or %d requests: closed",
+                            session.peer,
+                            limits.handshake_timeout,
+                            PRE_AUTH_MAX_REQUESTS,
+                        )
+                        raise CloseConnection
                 async with asyncio.timeout(timeout):
                     head = await self.reader.readexactly(4)
                     size = int.from_bytes(head, "big", signed=True)
@@ -187,7 +210,7 @@ class Connection:
                 if session.sasl_raw:  # after a v0 handshake: a bare token, a bare answer
                     answer, ok = raw_token(session, frame)
                     self.writer.write(answer)
-                    await self.writer.drain()
+                    await self._drain()
                     if not ok:
                         raise CloseConnection
                     continue
@@ -217,9 +240,26 @@ class Connection:
             raise CloseConnection
         if response is not None:
             self.writer.write(response)
-            await self.writer.drain()
+            await self._drain()
         if self.session.close_after:  # a failed authentication: answered, then closed
             raise CloseConnection
+
+    async def _drain(self) -> None:
+        """Wait for the client to take what was written, within the write deadline:
+        the handshake's before authentication, `write_timeout` after. A client that
+        does not read is closed (its buffers and its connection slot freed)."""
+        limits = self.broker.limits
+        if self.session.authenticated:
+            deadline = limits.write_timeout
+        else:
+            deadline = self.started + limits.handshake_timeout - asyncio.get_running_loop().time()
+        try:
+            async with asyncio.timeout(max(0.0, deadline)):
+                await self.writer.drain()
+        except TimeoutError:
+            logger.info("Kafka client %s took no answer within %.3g s: closed", self.session.peer, deadline)
+            self.writer.transport.abort()
+            raise CloseConnection from None
 
     async def answer(self, frame: bytes) -> bytes | None:
         try:
@@ -290,6 +330,7 @@ async def start_kafka_server(
     limits: Limits | None = None,
     advertised_host: str | None = None,
     sock: socket.socket | None = None,
+    throttle: AuthThrottle | None = None,
 ) -> asyncio.Server:
     """Listen for Kafka's protocol on host:port (0 picks a free port).
 
@@ -298,7 +339,8 @@ async def start_kafka_server(
     group-commit writer to share (own ones when None). `advertised_host`:
     the host clients are told to connect to (default: `host`). `sock`: a
     listening socket to accept on instead of binding (`serve` binds every
-    port first: server/listeners.py).
+    port first: server/listeners.py). `throttle`: failed logins counted with
+    the other fronts' (an own one when None).
     """
-    broker = Broker(log, token, hub, writer, limits, advertised_host)
+    broker = Broker(log, token, hub, writer, limits, advertised_host, throttle)
     return await KafkaServer(broker).start(host, port, reuse_port, sock)

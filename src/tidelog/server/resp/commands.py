@@ -17,6 +17,7 @@ from typing import Any
 from ... import __version__
 from ...errors import InvalidStreamId, UnknownGroup, UnknownTopic
 from ...streams import MAX_ID, ZERO, Add, Entry, StreamId, parse_id
+from ..throttle import retry_message
 from .codec import (
     NOT_INTEGER,
     NULL_ARRAY,
@@ -138,24 +139,28 @@ async def cmd_select(conn: Connection, args: list[bytes]) -> Any:
     return OK
 
 
-def _check_password(conn: Connection, password: bytes) -> None:
+def _check_password(conn: Connection, password: bytes, user: bytes = b"default") -> None:
     token = conn.server.token
     if token is None:
         raise RespError(
             "ERR AUTH <password> called without any password configured for the default user. "
             "Are you sure your configuration is correct?"
         )
-    if not hmac.compare_digest(password, token.encode()):
+    throttle = conn.server.throttle
+    wait = throttle.wait(conn.host, "resp")
+    if wait:  # refused unread, the right password too: see server/throttle.py
+        raise RespError(f"ERR {retry_message(wait)}")
+    if not hmac.compare_digest(password, token.encode()) or user != b"default":
+        throttle.failed(conn.host, "resp")
         raise RespError("WRONGPASS invalid username-password pair or user is disabled.")
+    throttle.passed(conn.host)
     conn.authenticated = True
 
 
 async def cmd_auth(conn: Connection, args: list[bytes]) -> Any:
     if len(args) > 2:
         raise SYNTAX_ERROR
-    if len(args) == 2 and args[0] != b"default":
-        raise RespError("WRONGPASS invalid username-password pair or user is disabled.")
-    _check_password(conn, args[-1])
+    _check_password(conn, args[-1], args[0] if len(args) == 2 else b"default")
     return OK
 
 
@@ -176,9 +181,7 @@ async def cmd_hello(conn: Connection, args: list[bytes]) -> Any:
     while i < len(args):
         option = args[i].upper()
         if option == b"AUTH" and i + 2 < len(args):
-            if args[i + 1] != b"default":
-                raise RespError("WRONGPASS invalid username-password pair or user is disabled.")
-            _check_password(conn, args[i + 2])
+            _check_password(conn, args[i + 2], args[i + 1])
             i += 3
         elif option == b"SETNAME" and i + 1 < len(args):
             conn.name = text(args[i + 1])

@@ -13,6 +13,7 @@ import socket
 from ...log import Log
 from ..limits import Limits
 from ..runtime.hub import AppendHub
+from ..throttle import AuthThrottle
 from .commands import COMMANDS
 from .server import DEFAULT_PORT, RespServer
 
@@ -27,6 +28,7 @@ async def start_resp_server(
     limits: Limits | None = None,
     sock: socket.socket | None = None,
     subscribe_frames: str = "miniqueue",
+    throttle: AuthThrottle | None = None,
 ) -> asyncio.Server:
     """Listen for the Redis protocol on host:port (0 picks a free port; the
     bound one is `server.sockets[0].getsockname()[1]`). With a token, clients
@@ -37,7 +39,8 @@ async def start_resp_server(
     None). `sock`: a listening socket to accept on instead of binding
     host:port. `subscribe_frames`: SUBSCRIBE's frames on RESP2, "miniqueue"
     (the value as a bulk string) or "redis" (Redis's pub/sub frames; a RESP3
-    connection always gets those)."""
-    return await RespServer(log, COMMANDS, token, hub, limits, subscribe_frames).start(
+    connection always gets those). `throttle`: failed AUTHs counted with the
+    other fronts' (an own one when None)."""
+    return await RespServer(log, COMMANDS, token, hub, limits, subscribe_frames, throttle).start(
         host, port, reuse_port, sock
     )

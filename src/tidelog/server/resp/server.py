@@ -39,6 +39,7 @@ from ...streams import Add, Streams
 from ..limits import Limits
 from ..runtime.hub import AppendHub
 from ..runtime.threads import LoopThreads
+from ..throttle import AuthThrottle
 from .codec import RespError, arity_error, encode, error, text, translate
 
 try:
@@ -52,6 +53,10 @@ logger = logging.getLogger("tidelog.resp")
 
 DEFAULT_PORT = 7379
 READ_BYTES = 1 << 16
+# Replies a pipeline may hold unsent before its next command waits for the client to
+# take them: 40-byte requests read 64 KiB at a time could otherwise queue gigabytes
+# of replies (XRANGE of a large stream) for a client that never reads.
+OUT_HIGH_WATER = 1 << 20
 CLOSE_TIMEOUT_S = 5.0  # how long stopping waits for a client handler to end
 LONGEST_WAIT_S = 86_400.0  # one wait of a blocked read; a longer BLOCK waits again
 DEFERRED = frozenset((b"xadd", b"publish"))
@@ -159,6 +164,7 @@ class RespServer:
         hub: AppendHub | None = None,
         limits: Limits | None = None,
         subscribe_frames: str = "miniqueue",
+        throttle: AuthThrottle | None = None,
     ):
         if not HIREDIS:
             raise ConfigurationError("the Redis protocol front needs hiredis: pip install 'tidelog[resp]'")
@@ -173,6 +179,9 @@ class RespServer:
         self.token = token or None
         self.limits = limits or Limits()
         self.subscribe_frames = subscribe_frames
+        self.throttle = (
+            throttle if throttle is not None else AuthThrottle.of(self.limits)
+        )  # shared with the other fronts by `serve`
         # Store calls; a command's round trip to them is a queue put and one
         # call_soon_threadsafe back (LoopThreads), not a pool's chained futures.
         self.threads = LoopThreads(8, "tidelog-resp")
@@ -272,6 +281,8 @@ class Connection:
         self.server = server
         self.stream = reader
         self.transport_writer = writer
+        peer = writer.get_extra_info("peername")
+        self.host = str(peer[0]) if isinstance(peer, tuple) else ""  # what the login throttle counts
         self._authenticated = server.token is None
         self.requests = RequestReader(server.limits, self._authenticated)
         self.read_task: asyncio.Future | None = None
@@ -340,6 +351,19 @@ class Connection:
         else:
             transport.close()
 
+    async def drain(self) -> None:
+        """Wait for the client to take the replies written, at most `write_timeout`:
+        a client that does not read is hung up on, its buffers and slot freed."""
+        try:
+            async with asyncio.timeout(self.server.limits.write_timeout):
+                await self.transport_writer.drain()
+        except TimeoutError:
+            logger.info(
+                "RESP client %s took no reply within %gs: closed", self.id, self.server.limits.write_timeout
+            )
+            self.hang_up()
+            raise ConnectionResetError("the client took no reply within write_timeout") from None
+
     def close(self) -> None:
         """The connection ended: stop its timers, drop its buffers."""
         for timer in (self.idle_timer, self.handshake_timer):
@@ -390,6 +414,9 @@ class Connection:
 
     # writing -----------------------------------------------------------------
 
+    def _unsent(self) -> int:
+        return sum(map(len, self.out)) + self.transport_writer.transport.get_write_buffer_size()
+
     def _send(self) -> None:
         if self.out:
             if not self.transport_writer.transport.is_closing():  # not after a hang-up
@@ -419,19 +446,23 @@ class Connection:
                     await self.settle_outstanding()
                     self._send()
                     self.waiting_since = loop.time()
-                    await self.transport_writer.drain()
+                    await self.drain()
                     self.waiting_since = loop.time()
                     await self._read()
                     self.waiting_since = None
                     continue
                 await self.execute(command)
+                if len(self.out) >= 4 and self._unsent() > OUT_HIGH_WATER:
+                    await self.settle_outstanding()
+                    self._send()
+                    await self.drain()
         except ProtocolError as e:
             # One error line, then the connection closes, as Redis does.
             self._reply_in_turn(error(e.line))
         await self.settle_outstanding()
         self._send()
         if not self.transport_writer.transport.is_closing():
-            await self.transport_writer.drain()
+            await self.drain()
 
     async def execute(self, command: list[bytes]) -> None:
         name = command[0].lower()

@@ -205,21 +205,33 @@ WHERE grp = %(grp)s AND pid = %(pid)s AND "offset" = %(offset)s AND receipt = %(
   AND EXISTS (SELECT FROM g)
 """
 
-_STATE_COUNTS = """
-SELECT count(*) FILTER (WHERE due <= %(now)s),
+# A record whose job a cancel finished (tidelog.results) waits in its group only
+# for a runner to ack it unrun: queue stats count it nowhere, unless leased.
+_CANCELLED = """EXISTS (SELECT 1 FROM tidelog_job_states j
+    WHERE j.grp = s.grp AND j.pid = s.pid AND j."offset" = s."offset" AND j.state = 'cancelled')"""
+
+_STATE_COUNTS = f"""
+SELECT count(*) FILTER (WHERE due <= %(now)s AND NOT cancelled),
        count(*) FILTER (WHERE due > %(now)s AND receipt IS NOT NULL),
-       count(*) FILTER (WHERE due > %(now)s AND receipt IS NULL),
+       count(*) FILTER (WHERE due > %(now)s AND receipt IS NULL AND NOT cancelled),
        (SELECT dead_lettered FROM tidelog_queue_groups WHERE grp = %(grp)s AND topic_id = %(topic_id)s)
-FROM tidelog_queue_state WHERE grp = %(grp)s AND pid = ANY(%(pids)s::bigint[])
+FROM (SELECT s.due, s.receipt, {_CANCELLED} AS cancelled
+      FROM tidelog_queue_state s WHERE s.grp = %(grp)s AND s.pid = ANY(%(pids)s::bigint[])) s
 """
+
+# The offsets past a partition's cursor whose jobs a cancel finished.
+_CANCELLED_PAST = (
+    'SELECT "offset" FROM tidelog_job_states WHERE grp = %s AND pid = %s AND "offset" > %s '
+    "AND state = 'cancelled'"
+)
 
 # The records of the group's available state rows (released, expired,
 # passed over), oldest append first, a page at a time (keyset): how old the
 # oldest is (`LeasePolicy.available_since`) is usually told by the first row.
-_AVAILABLE_STATE = """
+_AVAILABLE_STATE = f"""
 SELECT r.ts, r.meta, r.pid, r."offset" FROM tidelog_queue_state s
 JOIN tidelog_records r ON r.pid = s.pid AND r."offset" = s."offset"
-WHERE s.grp = %(grp)s AND s.pid = ANY(%(pids)s::bigint[]) AND s.due <= %(now)s
+WHERE s.grp = %(grp)s AND s.pid = ANY(%(pids)s::bigint[]) AND s.due <= %(now)s AND NOT {_CANCELLED}
   AND (r.ts, r.pid, r."offset") > (%(ts)s, %(pid)s, %(offset)s)
 ORDER BY r.ts, r.pid, r."offset" LIMIT 100
 """
@@ -482,16 +494,22 @@ class PostgresQueues(PostgresBase):
             # the front (due 0) or an expiry does not make a record younger.
             oldest = policy.available_since(self._available_state(conn, params))
             for pid, scanned, first, _, last in waiting_rows:
+                cancelled = {
+                    o for (o,) in conn.execute(_CANCELLED_PAST, (group, pid, max(scanned, first - 1)))
+                }
                 # Offsets past the cursor are dense but for what trim removed
                 # from the front: count from the first record held.
-                waiting = last - first + 1
+                waiting = last - first + 1 - len(cancelled)
                 first_due: int | None = None
                 # Only records with a meta blob can carry a delay.
-                for ts, meta in conn.execute(
-                    'SELECT ts, meta FROM tidelog_records WHERE pid = %s AND "offset" > %s AND meta IS NOT NULL',
+                for offset, ts, meta in conn.execute(
+                    'SELECT "offset", ts, meta FROM tidelog_records WHERE pid = %s AND "offset" > %s '
+                    "AND meta IS NOT NULL",
                     (pid, scanned),
                     binary=True,
                 ):
+                    if offset in cancelled:
+                        continue
                     due = policy.due(ts, meta)
                     if due > now:
                         waiting -= 1
@@ -499,12 +517,19 @@ class PostgresQueues(PostgresBase):
                     elif first_due is None or due < first_due:
                         first_due = due
                 available += waiting
-                plain = conn.execute(
-                    'SELECT ts FROM tidelog_records WHERE pid = %s AND "offset" > %s AND meta IS NULL '
-                    'ORDER BY "offset" LIMIT 1',
-                    (pid, scanned),
-                ).fetchone()
-                for since in (first_due, None if plain is None else plain[0]):
+                plain = next(
+                    (
+                        ts
+                        for offset, ts in conn.execute(
+                            'SELECT "offset", ts FROM tidelog_records WHERE pid = %s AND "offset" > %s '
+                            'AND meta IS NULL ORDER BY "offset" LIMIT %s',
+                            (pid, scanned, len(cancelled) + 1),
+                        )
+                        if offset not in cancelled
+                    ),
+                    None,
+                )
+                for since in (first_due, plain):
                     if since is not None and (oldest is None or since < oldest):
                         oldest = since
         age = 0 if oldest is None else max(0, now - oldest)

@@ -227,6 +227,12 @@ class SQLiteBase(PartitionIds):
             parent = os.path.dirname(os.path.abspath(path))
             if not os.path.isdir(parent):
                 raise ConfigurationError(f"directory {parent!r} for the database does not exist")
+            if os.path.isdir(path):
+                raise ConfigurationError(
+                    f"{path!r} is a directory: name the database file (e.g. {os.path.join(path, 'tidelog.db')})"
+                )
+            if not os.path.exists(path) and not os.access(parent, os.W_OK):
+                raise ConfigurationError(f"cannot create the database {path!r}: {parent!r} is not writable")
         self._db = self._connect()
         # One cursor for single statements on the writer (under the lock):
         # `Connection.execute` makes and registers a new cursor each call.
@@ -255,7 +261,10 @@ class SQLiteBase(PartitionIds):
                 # copy into each connection's page cache.
                 conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
         except sqlite3.Error as e:
-            raise StoreError(f"cannot open SQLite database {self.path!r}: {e}") from None
+            hint = ""
+            if not self.memory and "unable to open" in str(e):
+                hint = f" (may this user create and write files in {os.path.dirname(os.path.abspath(self.path))!r}?)"
+            raise StoreError(f"cannot open SQLite database {self.path!r}: {e}{hint}") from None
         return conn
 
     @staticmethod

@@ -106,6 +106,15 @@ _KEEP_FINISHED = (
 _FINISH = "DELETE FROM queue_state WHERE grp = ? AND pid = ? AND offset = ? AND receipt = ?"
 
 
+# A record whose job a cancel finished (tidelog.results) waits in its group only
+# for a runner to ack it unrun: queue stats count it nowhere, unless leased.
+_CANCELLED = (
+    "EXISTS (SELECT 1 FROM job_states j WHERE j.grp = s.grp AND j.pid = s.pid AND j.offset = s.offset "
+    "AND j.state = 'cancelled')"
+)
+_STATE_ROWS = f"SELECT receipt, due, {_CANCELLED} FROM queue_state s WHERE grp = ? AND pid = ?"
+
+
 class SQLiteQueues(SQLiteBase):
     """Mixed into SQLiteStore; uses its connections, lock and pid cache."""
 
@@ -384,22 +393,22 @@ class SQLiteQueues(SQLiteBase):
             dead = row[0] if row else 0
             for pid in pids:
                 lo = pid << OFFSET_BITS
-                for receipt, due in conn.execute(
-                    "SELECT receipt, due FROM queue_state WHERE grp = ? AND pid = ?", (group, pid)
-                ):
-                    if due <= now:
-                        available += 1
-                    elif receipt is None:
-                        delayed += 1
-                    else:
+                for receipt, due, cancelled in conn.execute(_STATE_ROWS, (group, pid)):
+                    if due > now and receipt is not None:
                         in_flight += 1
+                    elif cancelled:
+                        continue
+                    elif due <= now:
+                        available += 1
+                    else:
+                        delayed += 1
                 # Released, expired or passed over: as old as their records (a
                 # nack to the front, due 0, is an order, not a time).
                 older(
                     policy.available_since(
                         conn.execute(
                             "SELECT r.ts, r.meta FROM queue_state s JOIN records r ON r.id = ?1 + s.offset "
-                            "WHERE s.grp = ?2 AND s.pid = ?3 AND s.due <= ?4 ORDER BY r.ts",
+                            f"WHERE s.grp = ?2 AND s.pid = ?3 AND s.due <= ?4 AND NOT {_CANCELLED} ORDER BY r.ts",
                             (lo, group, pid, now),
                         )
                     )
@@ -411,12 +420,22 @@ class SQLiteQueues(SQLiteBase):
                 ).fetchone()[0]
                 if last is None or last <= scanned:
                     continue
-                waiting = last - scanned
+                cancelled_past = {
+                    offset
+                    for (offset,) in conn.execute(
+                        "SELECT offset FROM job_states WHERE grp = ? AND pid = ? AND offset > ? AND offset <= ? "
+                        "AND state = 'cancelled'",
+                        (group, pid, scanned, last),
+                    )
+                }
+                waiting = last - scanned - len(cancelled_past)
                 # Only records with a meta blob can carry a delay.
-                for ts, meta in conn.execute(
-                    "SELECT ts, meta FROM records WHERE id > ?1 AND id < ?2 AND meta IS NOT NULL",
+                for rid, ts, meta in conn.execute(
+                    "SELECT id, ts, meta FROM records WHERE id > ?1 AND id < ?2 AND meta IS NOT NULL",
                     (lo + scanned, lo + OFFSET_SPAN),
                 ):
+                    if rid - lo in cancelled_past:
+                        continue
                     due = policy.due(ts, meta)
                     if due > now:
                         waiting -= 1
@@ -424,12 +443,13 @@ class SQLiteQueues(SQLiteBase):
                     else:
                         older(due)
                 available += waiting
-                plain = conn.execute(
-                    "SELECT ts FROM records WHERE id > ?1 AND id < ?2 AND meta IS NULL ORDER BY id LIMIT 1",
-                    (lo + scanned, lo + OFFSET_SPAN),
-                ).fetchone()
-                if plain is not None:
-                    older(plain[0])
+                for rid, ts in conn.execute(
+                    "SELECT id, ts FROM records WHERE id > ?1 AND id < ?2 AND meta IS NULL ORDER BY id LIMIT ?3",
+                    (lo + scanned, lo + OFFSET_SPAN, len(cancelled_past) + 1),
+                ):
+                    if rid - lo not in cancelled_past:
+                        older(ts)
+                        break
         age = 0 if oldest is None else max(0, now - oldest)
         return QueueStats(available, in_flight, delayed, dead, age)
 

@@ -45,7 +45,8 @@ def page(request: Request, template: str, status: int = 200, **context: Any) -> 
     context.setdefault("error", None)
     context.setdefault("banners", [])
     context.setdefault("live", None)
-    context["authed"] = getattr(request.app.state, "console_token", None) is not None
+    # A session to end: never on the login page, nor for a bearer token (a client, not a person).
+    context["authed"] = request.scope.get(SESSION) is not None
     context["csrf"] = csrf_token(request)
     response = HTMLResponse(_env.get_template(template).render(**context), status)
     if notice:

@@ -125,15 +125,16 @@ async def login(request: Request) -> Response:
         return page(request, "login.html")
     throttle = request.app.state.console_throttle
     client = request.client.host if request.client else ""
-    wait = throttle.wait(client)
+    wait = throttle.wait(client, "console")
     if wait:
         seconds = math.ceil(wait)
         raise TooManyRequests(f"Too many wrong tokens from your address: try again in {seconds} s.", seconds)
     form = await read_form(request, csrf=False)  # no session yet: its Origin is checked
     given = str(form.get("token", ""))
     if not hmac.compare_digest(given.encode(), token.encode()):
-        throttle.failed(client)
+        throttle.failed(client, "console")
         return page(request, "login.html", 401, error="That is not the server's token.")
+    throttle.passed(client)
     response = RedirectResponse("/console/", 303)
     # No max-age: a session cookie, gone when the browser closes; Secure over TLS.
     response.set_cookie(

@@ -49,19 +49,26 @@
     return text + unit;
   }
 
-  function axis(name, part, text) {
-    var el = document.querySelector('[data-axis="' + CSS.escape(name + ":" + part) + '"]');
-    if (el && el.textContent !== text) el.textContent = text;
+  function text(selector, value) {
+    var el = document.querySelector(selector);
+    if (el && el.textContent !== value) el.textContent = value;
   }
 
-  function ago(ms) {
+  function axis(name, part, value) {
+    text('[data-axis="' + CSS.escape(name + ":" + part) + '"]', value);
+  }
+
+  function span(ms) {
     var s = ms / 1000;
-    return "−" + (s < 120 ? Math.round(s) + " s" : Math.round(s / 60) + " min");
+    return s < 120 ? Math.round(s) + " s" : Math.round(s / 60) + " min";
   }
 
-  function draw(svg, points) {
+  function draw(svg, points, t0, t1) {
+    // [t0, t1]: the time axis of every chart on the page, so that a moment is at one
+    // place in each (a rate between samples starts a sample after the samples do).
     var name = svg.dataset.chart, unit = svg.dataset.unit || "";
     var note = document.querySelector('[data-chart-note="' + name + '"]');
+    var covers = '[data-chart-span="' + CSS.escape(name) + '"]';
     var peak = points.length ? Math.max.apply(null, points.map(function (p) { return p[1]; })) : 0;
     var top = nice(peak);
     axis(name, "top", label(top, unit));
@@ -76,10 +83,10 @@
     if (points.length < 2) {
       svg.replaceChildren.apply(svg, grid);
       axis(name, "start", "");
+      text(covers, "");
       if (note) note.textContent = "(collecting: a point every few seconds)";
       return;
     }
-    var t0 = points[0][0], t1 = points[points.length - 1][0];
     var line = document.createElementNS(SVG, "polyline");
     line.setAttribute("points", points.map(function (p) {
       var x = t1 > t0 ? (p[0] - t0) / (t1 - t0) * 600 : 0;
@@ -87,7 +94,8 @@
       return x.toFixed(1) + "," + y.toFixed(1);
     }).join(" "));
     svg.replaceChildren.apply(svg, grid.concat([line]));
-    axis(name, "start", ago(t1 - t0));
+    axis(name, "start", "−" + span(t1 - t0));
+    text(covers, ", the last " + span(t1 - t0));  // what the samples cover, not the hour they may grow to
     if (note) {
       var last = points[points.length - 1][1];
       note.textContent = "(now " + label(last, unit) + " · peak " + label(peak, unit) + ")";
@@ -107,8 +115,16 @@
     var banners = (data.banners || []).slice();
     if (unseen(fields)) banners.push({ text: "New topics, partitions or groups: reload the page to see them.", href: window.location.href });
     setBanners(banners);
+    var charts = data.charts || {}, t0 = Infinity, t1 = -Infinity;
+    Object.keys(charts).forEach(function (name) {
+      var points = charts[name];
+      if (points.length) {
+        t0 = Math.min(t0, points[0][0]);
+        t1 = Math.max(t1, points[points.length - 1][0]);
+      }
+    });
     document.querySelectorAll("svg[data-chart]").forEach(function (svg) {
-      draw(svg, (data.charts || {})[svg.dataset.chart] || []);
+      draw(svg, charts[svg.dataset.chart] || [], t0, t1);
     });
   }
 
