@@ -328,17 +328,34 @@ async def offset_fetch(session: Session, request: Request) -> dict[str, Any]:
     return {"throttle_time": 0, "topics": topics, "error_code": 0}
 
 
+# Java's String.trim(): what Kafka strips from a state filter before it compares.
+_TRIMMED = "".join(map(chr, range(0x21)))
+GROUP_TYPE = "classic"  # ListGroups v5's group_type: the classic protocol is the one tidelog serves
+
+
 async def list_groups(session: Session, request: Request) -> dict[str, Any]:
+    """ListGroups: every group, or those in the states and of the types asked for
+    (v4, v5); Kafka 4 compares both filters without regard to case (" empty "
+    finds an Empty group), and a type it does not know finds nothing."""
     broker = session.broker
-    wanted = set(getattr(request.body, "states_filter", ()) or ())
+    body = request.body
+    states = {s.lower().strip(_TRIMMED) for s in getattr(body, "states_filter", ()) or ()}
+    types = {t.lower() for t in getattr(body, "types_filter", ()) or ()}
+    if types and GROUP_TYPE not in types:
+        return {"throttle_time": 0, "error_code": 0, "groups": []}
     groups = await broker.run(_store(broker).classic_list)
     return {
         "throttle_time": 0,
         "error_code": 0,
         "groups": [
-            {"group_id": name, "protocol_type": state.protocol_type, "group_state": _STATES[state.phase]}
+            {
+                "group_id": name,
+                "protocol_type": state.protocol_type,
+                "group_state": _STATES[state.phase],
+                "group_type": GROUP_TYPE,
+            }
             for name, state in groups
-            if not wanted or _STATES[state.phase] in wanted
+            if not states or _STATES[state.phase].lower() in states
         ],
     }
 
