@@ -142,6 +142,9 @@ DIFFERENCES = {
     "Kafka's bounds a batch, 1048588 by default",
     "config-details": "DescribeConfigs answers tidelog's six topic settings and its serve flags, "
     "without Kafka's broker-level synonyms, documentation and the other settings Kafka lists",
+    "refused-commit-group": "an OffsetCommit from outside a group (a tool's) that commits nothing leaves no "
+    "group behind, as Kafka's does but where every partition was refused as `OFFSET_METADATA_TOO_LARGE`: "
+    "its coordinator then keeps an empty group in memory, which DeleteGroups deletes",
     "replicas": "Kafka 4 makes a topic with `min.insync.replicas` and describes its partitions' eligible "
     "leader replicas (DescribeTopicPartitions, which `kafka-topics --describe` uses); tidelog keeps no "
     "replicas: it has neither setting nor API, and the tool prints N/A for them",

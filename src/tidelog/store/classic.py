@@ -57,14 +57,18 @@ def state_row(row: Any) -> ClassicState:
 class SQLClassicTx:
     """The protocol's primitives on one group, inside its locked transaction."""
 
-    def __init__(self, db: Connection, group: str, sql: Dialect, state: ClassicState):
+    def __init__(self, db: Connection, group: str, sql: Dialect, state: ClassicState, made: bool):
         self.db = db
         self.group = group
         self.sql = sql
         self._state = state  # read when the lock was taken
+        self._made = made
 
     def state(self) -> ClassicState:
         return self._state
+
+    def made(self) -> bool:
+        return self._made
 
     def set_state(self, state: ClassicState) -> None:
         self.db.execute(
@@ -130,13 +134,10 @@ class SQLClassicTx:
                 return True
         return False
 
-    def delete_group(self) -> int:
-        """Remove the group: its members, state, commits and stream group; how many commits it had."""
-        commits: int = 0
+    def delete_group(self) -> None:
+        """Remove the group: its members, state, commits and stream group."""
         for table in ("offsets", "classic_commits"):
-            commits += self.db.execute(
-                self.sql(f"DELETE FROM {{t}}{table} WHERE grp = ?"), (self.group,)
-            ).rowcount
+            self.db.execute(self.sql(f"DELETE FROM {{t}}{table} WHERE grp = ?"), (self.group,))
         self.db.execute(self.sql("DELETE FROM {t}classic_members WHERE grp = ?"), (self.group,))
         self.db.execute(self.sql("DELETE FROM {t}classic_groups WHERE grp = ?"), (self.group,))
         self.db.execute(self.sql("DELETE FROM {t}groups WHERE name = ? AND mode = 'stream'"), (self.group,))
