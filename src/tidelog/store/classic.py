@@ -103,8 +103,9 @@ class SQLClassicTx:
         )
 
     def remember_commit(self, pid: int, position: int, metadata: str) -> None:
-        """Keep a Kafka commit as its client sent it; a negative one also removes the
-        group's committed offset on the partition (the stream group has committed nothing)."""
+        """Keep a Kafka commit as its client sent it (its metadata as UTF-8 bytes: any
+        string, NUL included); a negative one also removes the group's committed offset
+        on the partition (the stream group has committed nothing)."""
         if position < 0:
             self.db.execute(self.sql("DELETE FROM {t}offsets WHERE grp = ? AND pid = ?"), (self.group, pid))
         self.db.execute(
@@ -112,7 +113,7 @@ class SQLClassicTx:
                 "INSERT INTO {t}classic_commits (grp, pid, position, metadata) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (grp, pid) DO UPDATE SET position = excluded.position, metadata = excluded.metadata"
             ),
-            (self.group, pid, position, metadata),
+            (self.group, pid, position, metadata.encode()),
         )
 
     def delete_offset(self, pid: int) -> bool:
@@ -187,9 +188,14 @@ def commits(db: Connection, sql: Dialect, group: str) -> list[tuple[str, int, in
         (group, group),
     ).fetchall()
     return sorted(
-        (name, int(p), None if o is None else int(o), None if c is None else int(c), m or "")
+        (name, int(p), None if o is None else int(o), None if c is None else int(c), _text(m))
         for name, p, o, c, m in rows
     )
+
+
+def _text(metadata: bytes | None) -> str:
+    """A commit's metadata, kept as its UTF-8 bytes, as text ("" for none)."""
+    return "" if metadata is None else bytes(metadata).decode()
 
 
 def list_groups(db: Connection, sql: Dialect) -> list[tuple[str, ClassicState]]:
