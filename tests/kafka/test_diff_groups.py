@@ -211,7 +211,12 @@ def test_commits_that_commit_nothing_write_nothing(tidelog):
     make_topic(tidelog, topic)
     before = dump(tidelog.store)
     with tidelog.wire() as wire:
-        for name, partitions in ((topic + "-missing", [(0, 0)]), (topic, [(7, 0)]), (topic, [(0, 5)]), (topic, [])):
+        for name, partitions in (
+            (topic + "-missing", [(0, 0)]),
+            (topic, [(7, 0)]),
+            (topic, [(0, 5)]),
+            (topic, []),
+        ):
             commit(wire, group, name, partitions)
         differs("commit-past-the-end")  # (0, 5) above: OFFSET_OUT_OF_RANGE
         too_long = {"partition_index": 0, "committed_offset": 0, "committed_metadata": "m" * 4097}
