@@ -142,7 +142,6 @@ class SQLClassicTx:
         self.db.execute(self.sql("DELETE FROM {t}classic_members WHERE grp = ?"), (self.group,))
         self.db.execute(self.sql("DELETE FROM {t}classic_groups WHERE grp = ?"), (self.group,))
         self.db.execute(self.sql("DELETE FROM {t}groups WHERE name = ? AND mode = 'stream'"), (self.group,))
-        return commits
 
     def remove_members(self, members: list[str]) -> None:
         if not members:
