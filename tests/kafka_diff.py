@@ -141,7 +141,13 @@ DIFFERENCES = {
     "max-message-bytes": "a topic's `max.message.bytes` bounds each record, 1 MiB (1048576) by default; "
     "Kafka's bounds a batch, 1048588 by default",
     "config-details": "DescribeConfigs answers tidelog's six topic settings and its serve flags, "
-    "without Kafka's synonyms, documentation and the other settings Kafka lists",
+    "without Kafka's broker-level synonyms, documentation and the other settings Kafka lists",
+    "refused-commit-group": "an OffsetCommit from outside a group (a tool's) that commits nothing leaves no "
+    "group behind, as Kafka's does but where every partition was refused as `OFFSET_METADATA_TOO_LARGE`: "
+    "its coordinator then keeps an empty group in memory, which DeleteGroups deletes",
+    "replicas": "Kafka 4 makes a topic with `min.insync.replicas` and describes its partitions' eligible "
+    "leader replicas (DescribeTopicPartitions, which `kafka-topics --describe` uses); tidelog keeps no "
+    "replicas: it has neither setting nor API, and the tool prints N/A for them",
 }
 
 

@@ -51,6 +51,28 @@ def test_refused_steps_of_a_member_no_group_knows_write_nothing(url):
         assert not {"ghost-hb", "ghost-oc", "ghost-lg", "ghost-sg"} & set(log.groups())
 
 
+def test_a_group_outlives_its_last_offset_and_a_group_never_kept_is_not_found(url):
+    # A tool's commits were a group's only state: OffsetDelete of its last offset left the
+    # group (Kafka's stays, Empty), but DeleteGroups then answered GROUP_ID_NOT_FOUND.
+    with tidelog.open(url) as log:
+        log.create_topic("t", 1)
+        log.producer().send("t", b"x", partition=0)
+        before = dump(url)
+        assert run(log, cg.delete(1000), 1000, "never") == cg.GROUP_ID_NOT_FOUND
+        assert run(log, cg.delete_offsets([("t", 0)], 1000), 1000, "never") == (cg.GROUP_ID_NOT_FOUND, [])
+        nothing = run(log, cg.commit("", -1, [("t", 0, 5, "")], 1000), 1000, "never")
+        assert isinstance(nothing.partitions[0], OffsetOutOfRange)
+        assert dump(url) == before
+        assert run(log, cg.commit("", -1, [("t", 0, 1, "tool")], 1000), 1000, "tool").partitions == [None]
+        assert run(log, cg.delete_offsets([("t", 0)], 1000), 1000, "tool") == (None, [None])
+        assert log.store.classic_commits("tool") == []
+        assert [name for name, _ in log.store.classic_list()] == ["tool"]
+        assert run(log, cg.delete_offsets([("t", 0)], 1000), 1000, "tool") == (None, [None])
+        assert run(log, cg.delete(1000), 1000, "tool") is None
+        assert log.store.classic_list() == []
+        assert run(log, cg.delete(1000), 1000, "tool") == cg.GROUP_ID_NOT_FOUND
+
+
 def test_two_members_join_sync_and_a_third_rebalances(url):
     with tidelog.open(url) as log:
         log.create_topic("t", 2)

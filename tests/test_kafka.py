@@ -117,7 +117,12 @@ def test_an_idempotent_producer_writes_each_record_once(served):
 def test_kafka_records_are_tidelog_records_and_back(served):
     producer = ck.Producer(served.client_config())
     producer.produce(
-        "shared", value=b"from-kafka", key=b"k", headers=[("h", b"1")], partition=2, timestamp=1234
+        "shared",
+        value=b"from-kafka",
+        key=b"k",
+        headers=[("h", b"1"), ("n", None)],
+        partition=2,
+        timestamp=1234,
     )
     producer.produce("shared", value=None, key=b"gone", partition=2)  # a tombstone
     assert producer.flush(WAIT_S) == 0
@@ -128,7 +133,7 @@ def test_kafka_records_are_tidelog_records_and_back(served):
             1,
             b"from-kafka",
             b"k",
-            [("h", b"1")],
+            [("h", b"1"), ("n", b"")],  # a null value: tidelog's headers are (str, bytes)
             1234,
         )
         assert (tomb.data, tomb.format, tomb.key) == (None, "json", b"gone")  # tidelog's null value
@@ -143,6 +148,7 @@ def test_kafka_records_are_tidelog_records_and_back(served):
         (1, None, b"gone"),
         (2, b'{"made":"by tidelog"}', b"py"),
     ]
+    assert got[0].headers() == [("h", b"1"), ("n", None)]  # Kafka's null value kept
     assert got[2].headers() == [("x", b"y")]
 
 

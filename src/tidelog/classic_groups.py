@@ -462,7 +462,9 @@ def commit(
     itself), allowed while the group has no members. Each offset is the group's
     committed offset (Kafka sets it, backwards too), in the transaction that
     checked the fence; a negative one (kafkajs's -1 and -2) is kept as Kafka
-    keeps it, and leaves the group nothing committed on the partition."""
+    keeps it, and leaves the group nothing committed on the partition. A
+    commit from outside that commits nothing (every partition refused, or
+    none named) does not make the group, as Kafka's does not."""
 
     def step(tx: ClassicGroupTx) -> Committed:
         g = _Group(tx, now)
@@ -485,24 +487,36 @@ def commit(
                 results.append(None)
             except TidelogError as e:
                 results.append(e)
+        if tx.made() and all(r is not None for r in results):
+            return g.refuse(Committed(None, results))
         return Committed(None, results)
 
     return step
 
 
+def _unknown(g: _Group) -> bool:
+    """Whether Kafka would not know the group: no step kept it, and it has no
+    commits (tidelog's own API may have committed for a stream group of the name).
+    A group once known stays so, member-less and with nothing committed (after
+    OffsetDelete took its last offset, or its members left), until DeleteGroups,
+    as Kafka's does until its periodic cleanup."""
+    return g.tx.made() and not g.tx.has_commits()
+
+
 def delete(now: int) -> Callable[[ClassicGroupTx], str | None]:
     """A DeleteGroups of one group: refused while it has members
-    (NON_EMPTY_GROUP); GROUP_ID_NOT_FOUND when it never had a generation
-    nor a commit; else the group and its commits are gone."""
+    (NON_EMPTY_GROUP); GROUP_ID_NOT_FOUND for a group Kafka would not know;
+    else the group and its commits are gone."""
 
     def step(tx: ClassicGroupTx) -> str | None:
         g = _Group(tx, now)
         g.expire()
         if g.members:
             return NON_EMPTY_GROUP
-        had = g.state.generation > 0
-        commits = tx.delete_group()  # also the row this step's lock made for a group never seen
-        return None if had or commits else GROUP_ID_NOT_FOUND
+        if _unknown(g):
+            return g.refuse(GROUP_ID_NOT_FOUND)
+        tx.delete_group()
+        return None
 
     return step
 
@@ -512,14 +526,14 @@ def delete_offsets(
 ) -> Callable[[ClassicGroupTx], tuple[str | None, list[str | TidelogError | None]]]:
     """An OffsetDelete: (the group's error, each partition's). A partition of
     a topic the group's members are assigned is kept (GROUP_SUBSCRIBED_TO_TOPIC);
-    GROUP_ID_NOT_FOUND for a group that never had a generation nor a commit."""
+    GROUP_ID_NOT_FOUND for a group Kafka would not know. The group outlives its
+    last offset."""
 
     def step(tx: ClassicGroupTx) -> tuple[str | None, list[str | TidelogError | None]]:
         g = _Group(tx, now)
         g.expire()
-        if g.state.generation == 0 and not g.members and not tx.has_commits():
-            tx.delete_group()  # the rows this step's lock made: a refused request writes nothing
-            return GROUP_ID_NOT_FOUND, []
+        if _unknown(g):
+            return g.refuse((GROUP_ID_NOT_FOUND, []))
         used = {t for m in g.members.values() for t, _ in assigned_partitions(m.assignment)}
         results: list[str | TidelogError | None] = []
         for topic, partition in partitions:

@@ -96,8 +96,14 @@ def encode_key(key: Any) -> bytes | None:
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 
+# A header value's length that stands for Kafka's null value (no bytes follow):
+# no value of 4 GiB is ever written (a record is bounded far below), so every
+# headers blob written before null values were kept reads as it did.
+NULL_VALUE = 0xFFFFFFFF
+_NULL_LENGTH = _U32.pack(NULL_VALUE)
 
-def encode_headers(headers: Any, *, written: bool = False) -> bytes | None:
+
+def encode_headers(headers: Any, *, written: bool = False, nulls: bool = False) -> bytes | None:
     """Encode headers (a dict or (name, str|bytes) pairs) to a compact blob.
 
     Layout: for each header, u16 name length, name (UTF-8), u32 value length,
@@ -105,7 +111,10 @@ def encode_headers(headers: Any, *, written: bool = False) -> bytes | None:
     headers (`tidelog-deliver-at`, `tidelog-priority`) must hold values in
     their range (`tidelog.bounds`), unless `written`: headers of a record
     already in the log, encoded again as they are (a queue reads any value
-    safely; see `tidelog.leasing`).
+    safely; see `tidelog.leasing`). With `nulls`, a value of None is Kafka's
+    null value, kept as a length of NULL_VALUE and no bytes: the Kafka
+    listener hands it back as null, while tidelog's headers, (str, bytes)
+    pairs, read it as empty bytes (`decode_headers`).
     """
     if not headers:
         return None
@@ -120,15 +129,16 @@ def encode_headers(headers: Any, *, written: bool = False) -> bytes | None:
                 value = value.encode()
             elif isinstance(value, (bytes, bytearray, memoryview)):
                 value = bytes(value)
-            else:
+            elif value is not None or not nulls:
                 raise InvalidValue(f"header {name!r} value must be str or bytes, not {type(value).__name__}")
             if name in QUEUE_HEADERS and not written:
                 # A queue reads these: a value it cannot use is refused at the write.
-                check_queue_header(name, value)
+                check_queue_header(name, value or b"")
             raw_name = name.encode()
             if len(raw_name) > 0xFFFF:
                 raise InvalidValue(f"header name longer than 65535 bytes: {name[:40]!r}...")
-            out += _U16.pack(len(raw_name)) + raw_name + _U32.pack(len(value)) + value
+            out += _U16.pack(len(raw_name)) + raw_name
+            out += _NULL_LENGTH if value is None else _U32.pack(len(value)) + value
     except UnicodeEncodeError:
         raise InvalidValue(
             "a header name or value is not valid Unicode (it holds a lone surrogate)"
@@ -139,7 +149,8 @@ def encode_headers(headers: Any, *, written: bool = False) -> bytes | None:
 
 
 def decode_headers(blob: bytes | None) -> Headers:
-    """Headers from their stored blob: a list of (name, bytes)."""
+    """Headers from their stored blob: a list of (name, bytes), a null value
+    (Kafka's, `encode_headers(nulls=True)`) as empty bytes."""
     if not blob:
         return []
     out: Headers = []
@@ -151,6 +162,9 @@ def decode_headers(blob: bytes | None) -> Headers:
         i += ln
         (lv,) = _U32.unpack_from(blob, i)
         i += 4
+        if lv == NULL_VALUE:
+            out.append((name, b""))
+            continue
         out.append((name, bytes(blob[i : i + lv])))
         i += lv
     return out

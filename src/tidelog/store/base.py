@@ -597,6 +597,10 @@ class ClassicGroupTx(Protocol):
 
     def state(self) -> ClassicState: ...
 
+    def made(self) -> bool:
+        """Whether this step's lock made the group: no step had kept it before
+        (a refused step's rolls back), so Kafka would not know it."""
+
     def set_state(self, state: ClassicState) -> None: ...
 
     def members(self) -> list[ClassicMember]:
@@ -617,8 +621,8 @@ class ClassicGroupTx(Protocol):
         """Forget the group's commit on a partition (OffsetDelete); whether it had one.
         UnknownTopic / UnknownPartition."""
 
-    def delete_group(self) -> int:
-        """Remove the group and everything it holds (DeleteGroups); how many commits it had."""
+    def delete_group(self) -> None:
+        """Remove the group and everything it holds (DeleteGroups)."""
 
     def has_commits(self) -> bool:
         """Whether the group has committed anything (a Kafka commit, negative ones too)."""
@@ -635,8 +639,9 @@ class ClassicGroupStore(Protocol):
 
     def classic_run(self, group: str, now: int, step: Callable[[ClassicGroupTx], T]) -> T:
         """Run `step` in one write transaction that holds `group`'s lock
-        (made empty on first use), so steps of one group take turns across
-        connections and processes; an error from `step` rolls it back."""
+        (made empty on first use, `ClassicGroupTx.made`), so steps of one group
+        take turns across connections and processes; an error from `step`
+        rolls it back."""
 
     def classic_describe(self, group: str) -> tuple[ClassicState, list[ClassicMember]] | None:
         """A group's state and members (None when it was never used)."""

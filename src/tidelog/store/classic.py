@@ -57,14 +57,18 @@ def state_row(row: Any) -> ClassicState:
 class SQLClassicTx:
     """The protocol's primitives on one group, inside its locked transaction."""
 
-    def __init__(self, db: Connection, group: str, sql: Dialect, state: ClassicState):
+    def __init__(self, db: Connection, group: str, sql: Dialect, state: ClassicState, made: bool):
         self.db = db
         self.group = group
         self.sql = sql
         self._state = state  # read when the lock was taken
+        self._made = made
 
     def state(self) -> ClassicState:
         return self._state
+
+    def made(self) -> bool:
+        return self._made
 
     def set_state(self, state: ClassicState) -> None:
         self.db.execute(
@@ -99,8 +103,9 @@ class SQLClassicTx:
         )
 
     def remember_commit(self, pid: int, position: int, metadata: str) -> None:
-        """Keep a Kafka commit as its client sent it; a negative one also removes the
-        group's committed offset on the partition (the stream group has committed nothing)."""
+        """Keep a Kafka commit as its client sent it (its metadata as UTF-8 bytes: any
+        string, NUL included); a negative one also removes the group's committed offset
+        on the partition (the stream group has committed nothing)."""
         if position < 0:
             self.db.execute(self.sql("DELETE FROM {t}offsets WHERE grp = ? AND pid = ?"), (self.group, pid))
         self.db.execute(
@@ -108,7 +113,7 @@ class SQLClassicTx:
                 "INSERT INTO {t}classic_commits (grp, pid, position, metadata) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (grp, pid) DO UPDATE SET position = excluded.position, metadata = excluded.metadata"
             ),
-            (self.group, pid, position, metadata),
+            (self.group, pid, position, metadata.encode()),
         )
 
     def delete_offset(self, pid: int) -> bool:
@@ -130,17 +135,13 @@ class SQLClassicTx:
                 return True
         return False
 
-    def delete_group(self) -> int:
-        """Remove the group: its members, state, commits and stream group; how many commits it had."""
-        commits: int = 0
+    def delete_group(self) -> None:
+        """Remove the group: its members, state, commits and stream group."""
         for table in ("offsets", "classic_commits"):
-            commits += self.db.execute(
-                self.sql(f"DELETE FROM {{t}}{table} WHERE grp = ?"), (self.group,)
-            ).rowcount
+            self.db.execute(self.sql(f"DELETE FROM {{t}}{table} WHERE grp = ?"), (self.group,))
         self.db.execute(self.sql("DELETE FROM {t}classic_members WHERE grp = ?"), (self.group,))
         self.db.execute(self.sql("DELETE FROM {t}classic_groups WHERE grp = ?"), (self.group,))
         self.db.execute(self.sql("DELETE FROM {t}groups WHERE name = ? AND mode = 'stream'"), (self.group,))
-        return commits
 
     def remove_members(self, members: list[str]) -> None:
         if not members:
@@ -186,9 +187,14 @@ def commits(db: Connection, sql: Dialect, group: str) -> list[tuple[str, int, in
         (group, group),
     ).fetchall()
     return sorted(
-        (name, int(p), None if o is None else int(o), None if c is None else int(c), m or "")
+        (name, int(p), None if o is None else int(o), None if c is None else int(c), _text(m))
         for name, p, o, c, m in rows
     )
+
+
+def _text(metadata: bytes | None) -> str:
+    """A commit's metadata, kept as its UTF-8 bytes, as text ("" for none)."""
+    return "" if metadata is None else bytes(metadata).decode()
 
 
 def list_groups(db: Connection, sql: Dialect) -> list[tuple[str, ClassicState]]:

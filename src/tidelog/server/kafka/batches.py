@@ -29,7 +29,7 @@ from crc32c import crc32c
 from kio.serial.readers import read_signed_varint, read_signed_varlong
 
 from ...errors import InvalidValue, TidelogError
-from ...records import encode_headers, encode_meta, encode_value, key_meta_prefix
+from ...records import NULL_VALUE, encode_headers, encode_meta, encode_value, key_meta_prefix
 from ...store.base import Row
 
 _HEAD = struct.Struct(">qiibIhiqqqhii")  # base offset .. record count: 61 bytes
@@ -64,7 +64,7 @@ class Records(NamedTuple):
     metas: list[bytes | None] | None  # key and headers (records.encode_meta); None when no record has one
     runs: list[tuple[int, int]]  # (first index, timestamp) of each run of records that share a timestamp
     # Whether the records read back are these bytes again (not so for a
-    # header with a null name or value, which tidelog keeps as empty).
+    # header with a null name, which tidelog keeps as empty text).
     exact: bool
 
 
@@ -306,8 +306,8 @@ def _headers(
 ) -> tuple[int, bool]:
     """A record's headers (from its header count at `at`) into its meta, as
     any front's would be (`encode_headers`: a queue's own headers checked);
-    a null name is empty text and a null value empty bytes. Returns where
-    the record's fields end, and whether no name or value was null."""
+    a null value is kept null, a null name as empty text. Returns where the
+    record's fields end, and whether no name was null."""
     count, n = read_signed_varint(body, at)
     at += n
     if count < 0 or count > stop - at:
@@ -317,12 +317,12 @@ def _headers(
     for _ in range(count):
         name, at = _bytes(body, at, stop)
         data, at = _bytes(body, at, stop)
-        exact = exact and name is not None and data is not None
+        exact = exact and name is not None
         try:
-            pairs.append(("" if name is None else name.decode(), data or b""))
+            pairs.append(("" if name is None else name.decode(), data))
         except UnicodeDecodeError:
             raise InvalidValue("a header name is not UTF-8 text") from None
-    add_meta(encode_meta(None, key, encode_headers(pairs), None))
+    add_meta(encode_meta(None, key, encode_headers(pairs, nulls=True), None))
     return at, exact
 
 
@@ -399,7 +399,8 @@ def write_batch(records: list[tuple[int, int, bytes | None, bytes | None, list[t
 
 def _headers_field(blob: bytes) -> bytes:
     """tidelog's headers blob (u16 name length, name, u32 value length, value;
-    records.encode_headers) as a Kafka record's header count and headers."""
+    records.encode_headers) as a Kafka record's header count and headers, a
+    value's length of NULL_VALUE as Kafka's null value."""
     out = []
     at, end = 0, len(blob)
     while at < end:
@@ -407,6 +408,10 @@ def _headers_field(blob: bytes) -> bytes:
         name = blob[at + 2 : at + 2 + n]
         at += 2 + n
         (m,) = struct.unpack_from(">I", blob, at)
+        if m == NULL_VALUE:
+            out.append(varint(n) + name + _NULL)
+            at += 4
+            continue
         out.append(varint(n) + name + varint(m) + blob[at + 4 : at + 4 + m])
         at += 4 + m
     return varint(len(out)) + b"".join(out)

@@ -32,7 +32,7 @@ from .wire import Request
 POLL_S = 0.1  # how often a waiting JoinGroup or SyncGroup looks at the group again
 MIN_SESSION_MS = 1000
 MAX_SESSION_MS = 30 * 60_000  # Kafka's group.max.session.timeout.ms
-MAX_METADATA = 4096  # Kafka's offset.metadata.max.bytes
+MAX_METADATA = 4096  # Kafka's offset.metadata.max.bytes, counted as Java counts a string's length
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 _STATES = {
@@ -86,6 +86,12 @@ async def _until_ready(
             pass
         outcome = await _step(broker, group, poll(broker.log.clock()))
     return outcome
+
+
+def _java_length(text: str) -> int:
+    """A string's length as Java counts it (UTF-16 code units), which Kafka bounds a
+    commit's metadata by: 4096 of "é" pass (8192 bytes of UTF-8), 2049 emoji do not."""
+    return len(text.encode("utf-16-le")) // 2
 
 
 def _group_error(group: str) -> ErrorCode | None:
@@ -266,7 +272,7 @@ async def offset_commit(session: Session, request: Request) -> dict[str, Any]:
             # Any offset goes, negative ones too: Kafka keeps -1 and -2 (kafkajs's
             # resetOffsets commits them for "latest" and "earliest") and hands them back.
             metadata = p.committed_metadata or ""
-            if len(metadata.encode()) > MAX_METADATA:
+            if _java_length(metadata) > MAX_METADATA:
                 codes.append(ErrorCode.offset_metadata_too_large)
             else:
                 codes.append(ErrorCode.none)
@@ -328,17 +334,34 @@ async def offset_fetch(session: Session, request: Request) -> dict[str, Any]:
     return {"throttle_time": 0, "topics": topics, "error_code": 0}
 
 
+# Java's String.trim(): what Kafka strips from a state filter before it compares.
+_TRIMMED = "".join(map(chr, range(0x21)))
+GROUP_TYPE = "classic"  # ListGroups v5's group_type: the classic protocol is the one tidelog serves
+
+
 async def list_groups(session: Session, request: Request) -> dict[str, Any]:
+    """ListGroups: every group, or those in the states and of the types asked for
+    (v4, v5); Kafka 4 compares both filters without regard to case (" empty "
+    finds an Empty group), and a type it does not know finds nothing."""
     broker = session.broker
-    wanted = set(getattr(request.body, "states_filter", ()) or ())
+    body = request.body
+    states = {s.lower().strip(_TRIMMED) for s in getattr(body, "states_filter", ()) or ()}
+    types = {t.lower() for t in getattr(body, "types_filter", ()) or ()}
+    if types and GROUP_TYPE not in types:
+        return {"throttle_time": 0, "error_code": 0, "groups": []}
     groups = await broker.run(_store(broker).classic_list)
     return {
         "throttle_time": 0,
         "error_code": 0,
         "groups": [
-            {"group_id": name, "protocol_type": state.protocol_type, "group_state": _STATES[state.phase]}
+            {
+                "group_id": name,
+                "protocol_type": state.protocol_type,
+                "group_state": _STATES[state.phase],
+                "group_type": GROUP_TYPE,
+            }
             for name, state in groups
-            if not wanted or _STATES[state.phase] in wanted
+            if not states or _STATES[state.phase].lower() in states
         ],
     }
 

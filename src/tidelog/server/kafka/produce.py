@@ -1,7 +1,8 @@
 """Produce and InitProducerId: Kafka's record batches become tidelog records.
 
 A Kafka record is a tidelog record: its key, value and headers as they came
-(a header's null value as empty bytes), its timestamp the producer's
+(a header's null value kept null for Kafka's consumers, read as empty bytes
+by tidelog's API; a null name as empty text), its timestamp the producer's
 (CreateTime; the log's clock when the producer sent none), and a null value
 (a tombstone) is tidelog's null value, which compaction treats as one.
 Kafka offsets start at 0: tidelog's offset n is Kafka's n - 1 on the wire.

@@ -286,7 +286,17 @@ def _broker_configs(broker: Broker) -> list[tuple[str, str]]:
     ]
 
 
-def _describe(broker: Broker, resource: Any) -> dict[str, Any]:
+_DEFAULT_TEXTS = dict(kafka_config({}))
+
+
+def _topic_source(name: str, value: str) -> int:
+    """A setting at its default is described as Kafka describes one the topic does not set
+    (DEFAULT_CONFIG): tools that show a topic's overrides (kafka-configs --describe,
+    sarama's ListTopics, franz-go's kadm) list only the settings changed from it."""
+    return DEFAULT_CONFIG if _DEFAULT_TEXTS.get(name) == value else DYNAMIC_TOPIC_CONFIG
+
+
+def _describe(broker: Broker, resource: Any, synonyms: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "resource_type": resource.resource_type,
         "resource_name": resource.resource_name,
@@ -296,9 +306,11 @@ def _describe(broker: Broker, resource: Any) -> dict[str, Any]:
     try:
         if resource.resource_type == TOPIC_RESOURCE:
             info = broker.log.topic(resource.resource_name)
-            pairs, source, read_only = kafka_config(info.config), DYNAMIC_TOPIC_CONFIG, False
+            configs = [(k, v, _topic_source(k, v)) for k, v in kafka_config(info.config)]
+            read_only = False
         elif resource.resource_type == BROKER_RESOURCE:
-            pairs, source, read_only = _broker_configs(broker), STATIC_BROKER_CONFIG, True
+            configs = [(k, v, STATIC_BROKER_CONFIG) for k, v in _broker_configs(broker)]
+            read_only = True
         else:
             return {
                 **entry,
@@ -311,18 +323,35 @@ def _describe(broker: Broker, resource: Any) -> dict[str, Any]:
     return {
         **entry,
         "configs": [
-            {"name": k, "value": v, "read_only": read_only, "config_source": source, "is_sensitive": False}
-            for k, v in pairs
+            {
+                "name": k,
+                "value": v,
+                "read_only": read_only,
+                "config_source": source,
+                "is_sensitive": False,
+                "synonyms": _synonyms(k, v, source) if synonyms else (),
+            }
+            for k, v, source in configs
             if keys is None or k in keys
         ],
     }
 
 
+def _synonyms(name: str, value: str, source: int) -> tuple[dict[str, Any], ...]:
+    """A topic's override is its own synonym, first in the order Kafka applies them
+    (kafka-configs --describe prints it); tidelog has no broker-level topic defaults."""
+    if source != DYNAMIC_TOPIC_CONFIG:
+        return ()
+    return ({"name": name, "value": value, "source": source},)
+
+
 async def describe_configs(session: Session, request: Request) -> dict[str, Any]:
     broker = session.broker
+    body = request.body
+    synonyms = bool(getattr(body, "include_synonyms", False))  # v1 and later
     return {
         "throttle_time": 0,
-        "results": [await broker.run(_describe, broker, r) for r in request.body.resources],
+        "results": [await broker.run(_describe, broker, r, synonyms) for r in body.resources],
     }
 
 

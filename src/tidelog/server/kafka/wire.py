@@ -47,7 +47,7 @@ APIS: dict[int, tuple[str, int, int]] = {
     13: ("leave_group", 0, 5),
     14: ("sync_group", 0, 5),
     15: ("describe_groups", 0, 5),
-    16: ("list_groups", 0, 4),
+    16: ("list_groups", 0, 5),
     17: ("sasl_handshake", 0, 1),
     18: ("api_versions", 0, 3),
     19: ("create_topics", 2, 7),

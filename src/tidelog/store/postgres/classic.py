@@ -18,19 +18,27 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# Creates the group's row on first use and takes its lock in one statement
-# (ON CONFLICT DO UPDATE locks the row as FOR UPDATE does).
-_LOCK = """
+# The group's row is made on first use, then locked: two statements, so that the
+# step knows whether its own made the row (`ClassicGroupTx.made`: a group no step
+# kept). An insert that meets another transaction's uncommitted row waits for it;
+# under READ COMMITTED the lock's SELECT then sees the row that transaction kept,
+# or the insert made it when that transaction rolled back.
+_MAKE = """
 INSERT INTO tidelog_classic_groups (grp, generation, phase, protocol_type, protocol, leader, deadline)
 VALUES (%s, 0, 'empty', '', '', '', 0)
-ON CONFLICT (grp) DO UPDATE SET grp = excluded.grp
-RETURNING generation, phase, protocol_type, protocol, leader, deadline
+ON CONFLICT (grp) DO NOTHING
+"""
+_LOCK = """
+SELECT generation, phase, protocol_type, protocol, leader, deadline FROM tidelog_classic_groups
+WHERE grp = %s FOR UPDATE
 """
 
 
 class PostgresClassicTx(SQLClassicTx):
-    def __init__(self, store: PostgresBase, conn: psycopg.Connection[Any], group: str, state: ClassicState):
-        super().__init__(conn, group, POSTGRES, state)
+    def __init__(
+        self, store: PostgresBase, conn: psycopg.Connection[Any], group: str, state: ClassicState, made: bool
+    ):
+        super().__init__(conn, group, POSTGRES, state, made)
         self.store = store
         self.conn = conn
 
@@ -59,8 +67,9 @@ class PostgresClassicGroups(PostgresBase):
                 "ON CONFLICT (name) DO NOTHING",
                 (group, now or _now_ms()),
             )
+            made = conn.execute(_MAKE, (group,)).rowcount
             state = state_row(one(conn.execute(_LOCK, (group,))))
-            return step(PostgresClassicTx(self, conn, group, state))
+            return step(PostgresClassicTx(self, conn, group, state, made == 1))
 
     def classic_describe(self, group: str) -> tuple[ClassicState, list[ClassicMember]] | None:
         with self._conn() as conn:

@@ -16,8 +16,10 @@ T = TypeVar("T")
 
 
 class SQLiteClassicTx(SQLClassicTx):
-    def __init__(self, store: SQLiteBase, db: sqlite3.Connection, group: str, state: ClassicState):
-        super().__init__(db, group, SQLITE, state)
+    def __init__(
+        self, store: SQLiteBase, db: sqlite3.Connection, group: str, state: ClassicState, made: bool
+    ):
+        super().__init__(db, group, SQLITE, state, made)
         self.store = store
         self.conn = db
 
@@ -47,16 +49,16 @@ class SQLiteClassicGroups(SQLiteBase):
                 "INSERT OR IGNORE INTO groups(name, mode, config, created) VALUES (?, 'stream', '{}', ?)",
                 (group, now),
             )
-            db.execute(
+            made = db.execute(
                 "INSERT OR IGNORE INTO classic_groups(grp, generation, phase, protocol_type, protocol, leader, deadline) "
                 "VALUES (?, 0, 'empty', '', '', '', 0)",
                 (group,),
-            )
+            ).rowcount
             row = db.execute(
                 "SELECT generation, phase, protocol_type, protocol, leader, deadline FROM classic_groups WHERE grp = ?",
                 (group,),
             ).fetchone()
-            return step(SQLiteClassicTx(self, db, group, state_row(row)))
+            return step(SQLiteClassicTx(self, db, group, state_row(row), made == 1))
 
     def classic_describe(self, group: str) -> tuple[ClassicState, list[ClassicMember]] | None:
         with self._read() as conn:
