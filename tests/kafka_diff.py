@@ -26,6 +26,7 @@ from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
 from kafka_wire import KafkaWire
+from tidelog.server.kafka.wire import APIS
 
 WAIT_S = 30
 
@@ -142,6 +143,30 @@ DIFFERENCES = {
     "Kafka's bounds a batch, 1048588 by default",
     "config-details": "DescribeConfigs answers tidelog's six topic settings and its serve flags, "
     "without Kafka's synonyms, documentation and the other settings Kafka lists",
+    "record-batches": "a Fetch answers with the producer's batch as it came where the store kept it (compressed "
+    "batches on SQLite), else with the records in a batch made for the answer, and may stop at a kept batch: a "
+    "consumer reads the same records, but not always as many in one answer, and within a byte limit smaller "
+    "than a batch Kafka answers its first whole batch where tidelog answers its first record",
+    "produce-log-start": "a Produce answer's `log_start_offset` is -1 (unknown), so that a write reads nothing "
+    "more; Kafka answers the partition's log start, also to a batch it refused once it found the partition "
+    "(Fetch and ListOffsets answer it on both)",
+    "produce-creates": "with auto-create on (`tidelog serve`'s default), a Produce to a missing topic makes it, "
+    "as a write of every other front does; Kafka's Produce answers `UNKNOWN_TOPIC_OR_PARTITION` and only a "
+    "Metadata request makes the topic, which a client then asks for before it sends again",
+    "produce-null-records": "a Produce whose records are null is answered `INVALID_RECORD`; Kafka fails inside "
+    "on it and never answers",
+    "idempotent-producers": "a retried batch (the same producer id, epoch and sequence) is written once and "
+    "answered with its first offsets, as on Kafka, but sequences are not checked: Kafka refuses a gap or a "
+    "stale epoch (`OUT_OF_ORDER_SEQUENCE_NUMBER`) where tidelog writes the batch, and answers a retry with its "
+    "batch's time as `log_append_time` where tidelog answers -1",
+    "no-timestamp": "a record sent without a timestamp (-1) gets the log's clock; Kafka keeps -1",
+    "log-append-time": "topics have no `message.timestamp.type`: every record keeps its producer's timestamp "
+    "(CreateTime), and a topic asked for with `LogAppendTime` is refused (`INVALID_CONFIG`)",
+    "null-header-values": "a header's null value is read back as empty bytes (tidelog's headers are text and "
+    "bytes); Kafka keeps the null",
+    "timestamps-rise": "ListOffsets by time (and for the max timestamp) searches the records as if timestamps "
+    "rose with offsets, as the log's clock does; Kafka keeps a time index of the largest timestamp so far, so "
+    "where a producer's clock steps back, tidelog may answer a later record than Kafka",
 }
 
 
@@ -155,3 +180,50 @@ def without_internal(topics: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Metadata's topics but Kafka's internal ones (`differs("internal-topics")`)."""
     differs("internal-topics")
     return [t for t in topics if not (t.get("name") or "").startswith("__")]
+
+
+def versions(api_key: int) -> range:
+    """The versions of an API the listener serves (its table, tidelog.server.kafka.wire.APIS),
+    which the suite compares one by one with Kafka's answers."""
+    _, lowest, highest = APIS[api_key]
+    return range(lowest, highest + 1)
+
+
+def clip(api_key: int, version: int) -> int:
+    """`version` brought within the versions the listener serves of `api_key`: a
+    scenario of several APIs runs at the n-th version of each where it has one."""
+    served = versions(api_key)
+    return max(served.start, min(version, served.stop - 1))
+
+
+def make_topic(target: Target, topic: str, partitions: int = 1, configs: dict[str, str] | None = None) -> Any:
+    """CreateTopics of `topic`; returns once every broker of the cluster knows it
+    (Kafka's brokers learn of a topic a moment after it is made)."""
+    with target.wire() as wire:
+        made = wire.call(
+            19,
+            7,
+            {
+                "topics": [
+                    {
+                        "name": topic,
+                        "num_partitions": partitions,
+                        "replication_factor": 1,
+                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+                    }
+                ],
+                "timeout": 30_000,
+                "validate_only": False,
+            },
+        )
+    assert made.topics[0].error_code == 0, made
+    for which in (0, -1):
+        with target.wire(which) as wire:
+            until(
+                lambda wire=wire: (
+                    wire.call(3, 12, {"topics": [{"name": topic, "topic_id": None}]}).topics[0].error_code
+                    == 0
+                ),
+                f"{target} to know {topic}",
+            )
+    return made
