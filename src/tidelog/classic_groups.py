@@ -236,8 +236,10 @@ class _Group:
         else:
             leader = joined[0].member
         protocol = _choose(joined)
+        # Each keeps its last assignment until the leader's SyncGroup hands out
+        # the new ones (Kafka's DescribeGroups shows it meanwhile).
         for m in joined:
-            self.put(m._replace(joined=False, generation=generation, assignment=b""))
+            self.put(m._replace(joined=False, generation=generation))
         self.set_state(generation=generation, phase=COMPLETING, protocol=protocol, leader=leader, deadline=0)
 
     def joined(self, member: str) -> Joined | Pending:
@@ -283,12 +285,6 @@ def join(
         g = _Group(tx, now)
         g.expire()
         member = request.member
-        if not member:
-            member = new_member_id()
-            if request.require_member_id:
-                # Handed its id before it counts (Kafka's KIP-394): a client
-                # that times out and retries does not leave a ghost behind.
-                return _join_error(MEMBER_ID_REQUIRED, member)
         names = {name for name, _ in request.protocols}
         others = [m for m in g.members.values() if m.member != member]
         if not names or (
@@ -298,7 +294,15 @@ def join(
                 or not names.intersection(*(dict(decode_protocols(m.protocols)) for m in others))
             )
         ):
+            # Checked before a new member is handed an id, as Kafka does: the
+            # answer names the member as the request did ("" for a new one).
             return _join_error(INCONSISTENT_GROUP_PROTOCOL, member)
+        if not member:
+            member = new_member_id()
+            if request.require_member_id:
+                # Handed its id before it counts (Kafka's KIP-394): a client
+                # that times out and retries does not leave a ghost behind.
+                return _join_error(MEMBER_ID_REQUIRED, member)
         protocols = encode_protocols(request.protocols)
         existing = g.members.get(member)
         s = g.state
@@ -350,10 +354,16 @@ def join_poll(member: str, now: int) -> Callable[[ClassicGroupTx], Joined | Pend
 
 
 def sync(
-    member: str, generation: int, assignments: dict[str, bytes] | None, now: int
+    member: str,
+    generation: int,
+    assignments: dict[str, bytes] | None,
+    now: int,
+    protocol_type: str | None = None,
+    protocol: str | None = None,
 ) -> Callable[[ClassicGroupTx], Synced | Pending]:
     """A SyncGroup: the leader's carries the assignment (`assignments`), every
-    member's waits for it; PENDING until the leader's arrived (then `sync_poll`)."""
+    member's waits for it; PENDING until the leader's arrived (then `sync_poll`).
+    A `protocol_type` or `protocol` named (SyncGroup v5) must be the group's."""
 
     def step(tx: ClassicGroupTx) -> Synced | Pending:
         g = _Group(tx, now)
@@ -363,6 +373,10 @@ def sync(
         s = g.state
         if generation != s.generation:
             return Synced(ILLEGAL_GENERATION, "", "", b"")
+        if (protocol_type is not None and protocol_type != s.protocol_type) or (
+            protocol is not None and protocol != s.protocol
+        ):
+            return Synced(INCONSISTENT_GROUP_PROTOCOL, "", "", b"")
         if s.phase == PREPARING:
             return Synced(REBALANCE_IN_PROGRESS, "", "", b"")
         if s.phase == COMPLETING and member == s.leader and assignments is not None:
