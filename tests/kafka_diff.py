@@ -164,6 +164,12 @@ DIFFERENCES = {
     "(CreateTime), and a topic asked for with `LogAppendTime` is refused (`INVALID_CONFIG`)",
     "null-header-values": "a header's null value is read back as empty bytes (tidelog's headers are text and "
     "bytes); Kafka keeps the null",
+    "rebalance-leader": "the member whose JoinGroup completes a rebalance leads the new generation, as its answer "
+    "comes inside its own request (a client that drops an answer that came between its polls joins again, and a "
+    "leader that did would start a rebalance each generation); Kafka's leader stays while it is a member",
+    "unknown-member-join": "a JoinGroup naming a member id the group does not have joins it as that member "
+    "(tidelog keeps no list of the ids it handed out to members yet to join, KIP-394's pending members); "
+    "Kafka answers `UNKNOWN_MEMBER_ID`, and the client joins again without an id",
     "timestamps-rise": "ListOffsets by time (and for the max timestamp) searches the records as if timestamps "
     "rose with offsets, as the log's clock does; Kafka keeps a time index of the largest timestamp so far, so "
     "where a producer's clock steps back, tidelog may answer a later record than Kafka",
