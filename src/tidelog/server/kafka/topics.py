@@ -291,7 +291,7 @@ def _describe(broker: Broker, resource: Any) -> dict[str, Any]:
         "resource_type": resource.resource_type,
         "resource_name": resource.resource_name,
         "error_code": 0,
-        "error_message": None,
+        "error_message": "",  # Kafka's, where nothing went wrong
     }
     try:
         if resource.resource_type == TOPIC_RESOURCE:
