@@ -143,6 +143,8 @@ DIFFERENCES = {
     "Kafka's bounds a batch, 1048588 by default",
     "config-details": "DescribeConfigs answers tidelog's six topic settings and its serve flags, "
     "without Kafka's synonyms, documentation and the other settings Kafka lists",
+    "features": "ApiVersions lists no features; Kafka's names the versions of what a KRaft cluster runs "
+    "(`metadata.version`, `kraft.version`, `group.version`, `transaction.version`, ...), none of which tidelog has",
     "record-batches": "a Fetch answers with the producer's batch as it came where the store kept it (compressed "
     "batches on SQLite), else with the records in a batch made for the answer, and may stop at a kept batch: a "
     "consumer reads the same records, but not always as many in one answer, and within a byte limit smaller "
