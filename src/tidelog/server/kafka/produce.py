@@ -63,20 +63,12 @@ from .batches import (
     read_batches,
 )
 from .broker import Broker, Session
-from .codes import error_code
+from .codes import Refused, error_code
 from .wire import Request, respond_numbers
 
 _PRODUCER = struct.Struct(">qhi")  # a batch's producer id, epoch and base sequence, at byte 43
 _ATTRIBUTES_LOW = 22  # the low byte of a batch's attributes (an i16 at byte 21)
 ZSTD_PRODUCE = 7  # the first Produce version whose batches may be zstd (KIP-110)
-
-
-class Refused(Exception):
-    """A partition's records refused before anything was written, with Kafka's code."""
-
-    def __init__(self, code: ErrorCode, message: str):
-        super().__init__(message)
-        self.code = code
 
 
 def _runs(topic: str, partition: int, batch: Batch, broker: Broker) -> list[Prepared]:

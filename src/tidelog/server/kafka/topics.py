@@ -18,7 +18,7 @@ from ...config import TopicConfig
 from ...errors import InvalidRequest, TidelogError, UnknownTopic
 from ...store.base import TopicInfo
 from .broker import CLUSTER_ID, NO_OPERATIONS, Broker, Session
-from .codes import error_code
+from .codes import Refused, error_code
 from .wire import Request, api_keys
 
 # Kafka's topic setting -> (tidelog's, from Kafka's text, to Kafka's text).
@@ -328,7 +328,8 @@ async def describe_configs(session: Session, request: Request) -> dict[str, Any]
 
 # Altering topic settings --------------------------------------------------------------
 
-SET, DELETE = 0, 1  # IncrementalAlterConfigs' operations (APPEND and SUBTRACT are for lists)
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs' operations
+LIST_SETTINGS = frozenset({"cleanup.policy"})  # of KAFKA_CONFIGS, the one whose type is a list
 _DEFAULTS = TopicConfig().to_dict()
 
 
@@ -361,7 +362,7 @@ def _alter(broker: Broker, resource: Any, changes: dict[str, Any], validate_only
     return {**entry, "error_code": 0, "error_message": None}
 
 
-def _config_error(resource: Any, e: TidelogError) -> dict[str, Any]:
+def _config_error(resource: Any, e: Exception) -> dict[str, Any]:
     return {
         "resource_type": resource.resource_type,
         "resource_name": resource.resource_name,
@@ -387,27 +388,64 @@ async def alter_configs(session: Session, request: Request) -> dict[str, Any]:
     return {"throttle_time": 0, "responses": out}
 
 
+def _incremental(broker: Broker, resource: Any, validate_only: bool) -> dict[str, Any]:
+    """A resource's IncrementalAlterConfigs, on a thread: its operations as
+    tidelog's settings (APPEND and SUBTRACT on the one list, `cleanup.policy`,
+    from its current value), then `_alter`."""
+    try:
+        changes: dict[str, Any] = {}
+        for c in resource.configs:
+            op = c.config_operation
+            if op == SET:
+                changes |= tidelog_config([c])
+            elif op == DELETE:
+                name = tidelog_name(c.name)
+                changes[name] = _DEFAULTS[name]
+            elif op in (APPEND, SUBTRACT):
+                if c.value is None:
+                    raise Refused(ErrorCode.invalid_request, f"Null value not supported for : {c.name}")
+                name = tidelog_name(c.name)
+                if c.name not in LIST_SETTINGS:
+                    word = "APPEND" if op == APPEND else "SUBTRACT"
+                    raise InvalidRequest(f"Can't {word} to key {c.name} because its type is not LIST.")
+                if name not in changes and resource.resource_type == TOPIC_RESOURCE:
+                    changes[name] = broker.log.topic(resource.resource_name).config.get(name, _DEFAULTS[name])
+                changes[name] = _list_change(c.name, changes.get(name, _DEFAULTS[name]), op, c.value)
+            else:  # Kafka's broker fails on an operation it has no name for
+                raise Refused(ErrorCode.unknown_server_error, f"config operation {op} is not one of 0 to 3")
+    except Refused as e:
+        return {**_config_error(resource, e), "error_code": e.code}
+    except UnknownTopic as e:
+        return {**_config_error(resource, e), "error_code": ErrorCode.unknown_topic_or_partition}
+    except TidelogError as e:
+        return _config_error(resource, e)
+    return _alter(broker, resource, changes, validate_only)
+
+
+def _list_change(kafka_name: str, current: str, op: int, value: str) -> str:
+    """A list setting after APPEND (the values not yet in it, at its end) or SUBTRACT."""
+    items = [p.strip() for p in current.split(",") if p.strip()]
+    values = [v.strip() for v in value.split(",") if v.strip()]
+    if op == APPEND:
+        items += [v for v in values if v not in items]
+    else:
+        items = [i for i in items if i not in values]
+    if not items:
+        # Kafka 4 keeps an empty cleanup.policy (nothing deleted, nothing compacted);
+        # a tidelog topic deletes, compacts, or both.
+        raise InvalidRequest(f"{kafka_name} would name no policy: keep delete, compact or both")
+    return ",".join(items)
+
+
 async def incremental_alter_configs(session: Session, request: Request) -> dict[str, Any]:
-    """SET a setting, or DELETE it back to its default."""
+    """SET a setting, DELETE it back to its default, APPEND to or SUBTRACT from a list."""
     broker = session.broker
     body = request.body
-    out = []
-    for resource in body.resources:
-        try:
-            changes: dict[str, Any] = {}
-            for c in resource.configs:
-                if c.config_operation == SET:
-                    changes |= tidelog_config([c])
-                elif c.config_operation == DELETE:
-                    name = tidelog_name(c.name)
-                    changes[name] = _DEFAULTS[name]
-                else:
-                    raise InvalidRequest(f"topic setting {c.name!r} is not a list: only SET and DELETE apply")
-        except TidelogError as e:
-            out.append(_config_error(resource, e))
-            continue
-        out.append(await broker.run(_alter, broker, resource, changes, bool(body.validate_only)))
-    return {"throttle_time": 0, "responses": out}
+    validate_only = bool(body.validate_only)
+    return {
+        "throttle_time": 0,
+        "responses": [await broker.run(_incremental, broker, r, validate_only) for r in body.resources],
+    }
 
 
 BROKERS_ENDPOINT = 1  # DescribeCluster's endpoint type: brokers (2 asks for the controllers)
