@@ -143,6 +143,11 @@ DIFFERENCES = {
     "Kafka's bounds a batch, 1048588 by default",
     "config-details": "DescribeConfigs answers tidelog's six topic settings and its serve flags, "
     "without Kafka's synonyms, documentation and the other settings Kafka lists",
+    "cleanup-policy-order": "a topic that both deletes and compacts has `cleanup.policy` `compact,delete` however "
+    "the two were named; Kafka keeps them in the order they were set or appended",
+    "empty-cleanup-policy": "an IncrementalAlterConfigs SUBTRACT that would leave `cleanup.policy` empty is refused "
+    "(`INVALID_CONFIG`): a tidelog topic deletes, compacts or both; Kafka 4 keeps the empty list (nothing deleted, "
+    "nothing compacted)",
     "features": "ApiVersions lists no features; Kafka's names the versions of what a KRaft cluster runs "
     "(`metadata.version`, `kraft.version`, `group.version`, `transaction.version`, ...), none of which tidelog has",
     "record-batches": "a Fetch answers with the producer's batch as it came where the store kept it (compressed "
@@ -235,3 +240,34 @@ def make_topic(target: Target, topic: str, partitions: int = 1, configs: dict[st
                 f"{target} to know {topic}",
             )
     return made
+
+
+_barriers: dict[str, str] = {}
+
+
+def settled(target: Target) -> None:
+    """Return once Kafka's broker serves every change its controller took before now.
+
+    A KRaft broker answers an AlterConfigs or a CreateTopics once the controller has
+    the change, and applies it to what it serves (DescribeConfigs, Metadata) a moment
+    later, in order: a change made now to a topic of its own, seen, is a barrier for
+    the ones before it. tidelog answers after its store has the change: nothing to wait for.
+    """
+    if not target.is_kafka:
+        return
+    barrier = _barriers.get(target.bootstrap)
+    if barrier is None:
+        barrier = _barriers[target.bootstrap] = f"barrier-{uuid.uuid4().hex[:8]}"
+        make_topic(target, barrier)
+    mark = str(uuid.uuid4().int % 10**12 + 1000)
+    with target.wire() as wire:
+        config = {"name": "retention.ms", "config_operation": 0, "value": mark}
+        resource = {"resource_type": 2, "resource_name": barrier, "configs": [config]}
+        assert (
+            wire.call(44, 1, {"resources": [resource], "validate_only": False}).responses[0].error_code == 0
+        )
+        asked = {"resource_type": 2, "resource_name": barrier, "configuration_keys": ["retention.ms"]}
+        until(
+            lambda: wire.call(32, 4, {"resources": [asked]}).results[0].configs[0].value == mark,
+            "Kafka's broker to apply its controller's changes",
+        )

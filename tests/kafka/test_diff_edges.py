@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from kafka_diff import DIFFERENCES, differs, make_topic, seen, until, without_internal
+from kafka_diff import DIFFERENCES, differs, make_topic, seen, settled, until, without_internal
 from kafka_reference import unique
 
 ck = pytest.importorskip("confluent_kafka")
@@ -215,6 +215,7 @@ def configs_altered(target, topic):
     topic; DescribeConfigs of the settings after each (names and values)."""
 
     def describe(wire):
+        settled(target)  # Kafka's broker applies a change a moment after it answers
         answer = wire.call(
             32,
             4,
