@@ -30,7 +30,7 @@ def join(member, now, rebalance_ms=10_000, protocols=(("range", b"r"), ("roundro
 
 
 def run(log, step, now=0):
-    return log.store.classic_run("g", now, step)
+    return cg.run(log.store, "g", now, step)
 
 
 def test_two_members_join_sync_and_a_third_rebalances(url):

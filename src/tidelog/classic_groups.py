@@ -28,10 +28,12 @@ from __future__ import annotations
 import struct
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from .errors import TidelogError
-from .store.base import ClassicGroupTx, ClassicMember
+from .store.base import ClassicGroupStore, ClassicGroupTx, ClassicMember
+
+T = TypeVar("T")
 
 EMPTY, PREPARING, COMPLETING, STABLE = "empty", "preparing", "completing", "stable"
 
@@ -54,6 +56,26 @@ class Pending:
 
 
 PENDING = Pending()
+
+
+class Unchanged(Exception):
+    """A step's answer that changes nothing (a refusal): raised inside the store's
+    transaction so that it rolls back, taking with it the rows the lock made for a
+    group never used, and `run` hands the answer on. A refused request writes
+    nothing, as Kafka's coordinator keeps no group it did not make."""
+
+    def __init__(self, answer: Any):
+        super().__init__()
+        self.answer = answer
+
+
+def run(store: ClassicGroupStore, group: str, now: int, step: Callable[[ClassicGroupTx], T]) -> T:
+    """Run a step in `group`'s transaction (`ClassicGroupStore.classic_run`); its answer."""
+    try:
+        return store.classic_run(group, now, step)
+    except Unchanged as e:
+        answer: T = e.answer
+        return answer
 
 
 class JoinRequest(NamedTuple):
@@ -159,19 +181,30 @@ class _Group:
         self.now = now
         self.state = tx.state()
         self.members = {m.member: m for m in tx.members()}
+        self.changed = False  # whether this step wrote anything (an expiry, say)
 
     def put(self, member: ClassicMember) -> None:
         self.members[member.member] = member
         self.tx.put_member(member)
+        self.changed = True
 
     def remove(self, names: list[str]) -> None:
         for name in names:
             self.members.pop(name, None)
         self.tx.remove_members(names)
+        self.changed = self.changed or bool(names)
 
     def set_state(self, **changes: Any) -> None:
         self.state = self.state._replace(**changes)
         self.tx.set_state(self.state)
+        self.changed = True
+
+    def refuse(self, answer: T) -> T:
+        """A refusal's answer: the transaction rolls back (`Unchanged`) unless the
+        step wrote something that stands on its own (members whose session ran out)."""
+        if not self.changed:
+            raise Unchanged(answer)
+        return answer
 
     def alive(self, member: str) -> ClassicMember | None:
         """A member, with its heartbeat made now (any request from it is a sign of life)."""
@@ -368,17 +401,18 @@ def sync(
     def step(tx: ClassicGroupTx) -> Synced | Pending:
         g = _Group(tx, now)
         g.expire()
-        if g.alive(member) is None:
-            return Synced(UNKNOWN_MEMBER_ID, "", "", b"")
         s = g.state
+        if member not in g.members:
+            return g.refuse(Synced(UNKNOWN_MEMBER_ID, "", "", b""))
         if generation != s.generation:
-            return Synced(ILLEGAL_GENERATION, "", "", b"")
+            return g.refuse(Synced(ILLEGAL_GENERATION, "", "", b""))
         if (protocol_type is not None and protocol_type != s.protocol_type) or (
             protocol is not None and protocol != s.protocol
         ):
-            return Synced(INCONSISTENT_GROUP_PROTOCOL, "", "", b"")
+            return g.refuse(Synced(INCONSISTENT_GROUP_PROTOCOL, "", "", b""))
         if s.phase == PREPARING:
-            return Synced(REBALANCE_IN_PROGRESS, "", "", b"")
+            return g.refuse(Synced(REBALANCE_IN_PROGRESS, "", "", b""))
+        g.alive(member)
         if s.phase == COMPLETING and member == s.leader and assignments is not None:
             for m in list(g.members.values()):
                 g.put(m._replace(assignment=assignments.get(m.member, b"")))
@@ -401,10 +435,11 @@ def heartbeat(member: str, generation: int, now: int) -> Callable[[ClassicGroupT
     def step(tx: ClassicGroupTx) -> str | None:
         g = _Group(tx, now)
         g.expire()
-        if g.alive(member) is None:
-            return UNKNOWN_MEMBER_ID
+        if member not in g.members:
+            return g.refuse(UNKNOWN_MEMBER_ID)
         if generation != g.state.generation:
-            return ILLEGAL_GENERATION
+            return g.refuse(ILLEGAL_GENERATION)  # no sign of life either, as in Kafka
+        g.alive(member)
         if g.state.phase == PREPARING:
             return REBALANCE_IN_PROGRESS
         return None
@@ -419,6 +454,8 @@ def leave(members: list[str], now: int) -> Callable[[ClassicGroupTx], list[str |
         g = _Group(tx, now)
         errors: list[str | None] = [None if m in g.members else UNKNOWN_MEMBER_ID for m in members]
         gone = [m for m in members if m in g.members]
+        if not gone:
+            return g.refuse(errors)
         if gone:
             g.remove(gone)
             g.rebalance()
@@ -444,14 +481,17 @@ def commit(
         g.expire()
         if generation < 0 and not member:
             if g.members:
-                return Committed(UNKNOWN_MEMBER_ID, [])
+                return g.refuse(Committed(UNKNOWN_MEMBER_ID, []))
         else:  # a refused commit changes nothing, not even the member's heartbeat
+            if g.state.generation == 0 and not g.members and not tx.has_commits():
+                # A group never used: Kafka's coordinator has no generation to hold it to.
+                return g.refuse(Committed(ILLEGAL_GENERATION, []))
             if member not in g.members:
-                return Committed(UNKNOWN_MEMBER_ID, [])
+                return g.refuse(Committed(UNKNOWN_MEMBER_ID, []))
             if generation != g.state.generation:
-                return Committed(ILLEGAL_GENERATION, [])
+                return g.refuse(Committed(ILLEGAL_GENERATION, []))
             if g.state.phase == COMPLETING:
-                return Committed(REBALANCE_IN_PROGRESS, [])
+                return g.refuse(Committed(REBALANCE_IN_PROGRESS, []))
             g.alive(member)
         results: list[TidelogError | None] = []
         for topic, partition, offset, metadata in offsets:

@@ -62,7 +62,7 @@ def _store(broker: Broker) -> ClassicGroupStore:
 
 
 async def _step(broker: Broker, group: str, step: Callable[[ClassicGroupTx], Any]) -> Any:
-    return await broker.run(_store(broker).classic_run, group, broker.log.clock(), step)
+    return await broker.run(cg.run, _store(broker), group, broker.log.clock(), step)
 
 
 async def _until_ready(
