@@ -314,3 +314,30 @@ def test_a_join_naming_an_unknown_member(kafka, tidelog):
     assert a_stranger_joins(kafka, group, topic) == ("answered at once", 25)  # UNKNOWN_MEMBER_ID
     differs("unknown-member-join")
     assert a_stranger_joins(tidelog, group, topic) == ("the group rebalances", 0)
+
+
+def never_used(target, group, topic):
+    """Heartbeat, SyncGroup, LeaveGroup and OffsetCommit of a member to a group never
+    used: their answers, then how DescribeGroups and ListGroups see the group."""
+    s = Scenario(target, group, topic, clip(JOIN, 9))
+    with target.wire() as wire:
+        s.note("a heartbeat", s.heartbeat(wire, 1, CLIENT + "-x"))
+        s.note("a SyncGroup", s.sync(wire, 1, CLIENT + "-x", [], "range"))
+        s.note("a LeaveGroup", s.leave(wire, CLIENT + "-x"))
+        s.note("a member's commit", s.commit(wire, 3, CLIENT + "-x", 0))
+        s.describe(wire, "described")
+        listed = seen(wire.call(LIST, s.v[LIST], {"states_filter": []}))
+        s.log.append(("listed", [g for g in listed["groups"] if g["group_id"] == group]))
+    return s.log
+
+
+def test_requests_to_a_group_never_used(kafka, tidelog):
+    from dumps import dump
+
+    group, topic = unique("never"), unique("never-topic")
+    for target in (kafka, tidelog):
+        make_topic(target, topic)
+    before = dump(tidelog.store)
+    ours = never_used(tidelog, group, topic)
+    assert dump(tidelog.store) == before  # refused: the group is not made
+    assert ours == never_used(kafka, group, topic)
