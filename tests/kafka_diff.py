@@ -271,3 +271,29 @@ def settled(target: Target) -> None:
             lambda: wire.call(32, 4, {"resources": [asked]}).results[0].configs[0].value == mark,
             "Kafka's broker to apply its controller's changes",
         )
+
+
+def differences(ours: Any, theirs: Any, path: str = "") -> list[str]:
+    """Where two answers (plain values) differ, one line a leaf: `path: tidelog=... kafka=...`,
+    for a failure message that shows the values pytest's own diff cuts short."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        out = []
+        for key in [*ours, *[k for k in theirs if k not in ours]]:
+            if key not in ours or key not in theirs:
+                out.append(
+                    f"{path}.{key}: tidelog={ours.get(key, 'absent')!r} kafka={theirs.get(key, 'absent')!r}"
+                )
+            else:
+                out += differences(ours[key], theirs[key], f"{path}.{key}")
+        return out
+    if isinstance(ours, list | tuple) and isinstance(theirs, list | tuple) and len(ours) == len(theirs):
+        return [
+            line for i, (a, b) in enumerate(zip(ours, theirs)) for line in differences(a, b, f"{path}[{i}]")
+        ]
+    return [] if ours == theirs else [f"{path}: tidelog={ours!r} kafka={theirs!r}"]
+
+
+def assert_same(ours: Any, theirs: Any) -> None:
+    """`assert ours == theirs` (tidelog's answers, Kafka's), failing with where they differ."""
+    if ours != theirs:
+        raise AssertionError("tidelog and Kafka differ:\n" + "\n".join(differences(ours, theirs)))

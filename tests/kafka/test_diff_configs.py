@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_diff import differs, make_topic, settled, versions
+from kafka_diff import assert_same, differs, make_topic, settled, versions
 from kafka_reference import unique
 
 INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CONFIGS = 44, 32
@@ -84,7 +84,7 @@ def test_append_and_subtract(kafka, tidelog, version):
     topic = unique("lists")
     for target in (kafka, tidelog):
         make_topic(target, topic)
-    assert altered(tidelog, topic, version) == altered(kafka, topic, version)
+    assert_same(altered(tidelog, topic, version), altered(kafka, topic, version))
 
 
 def test_subtracting_every_cleanup_policy(kafka, tidelog):
