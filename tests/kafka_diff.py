@@ -135,8 +135,12 @@ DIFFERENCES = {
     "of every partition and the coordinator of every group (node ids, hosts and ports are not compared); "
     "Kafka's brokers list one another and share the partitions out",
     "internal-topics": "Kafka lists its internal topics (`__consumer_offsets`); tidelog has none to list",
-    "newest-versions": "tidelog serves no version that needs topic ids (Produce 13, Fetch 13, Metadata 13, "
-    "OffsetCommit 10, OffsetFetch 8 and later) nor the APIs of transactions, ACLs, quotas, KIP-848 and share groups",
+    "newest-versions": "tidelog's newest versions stop below Kafka 4.4's: before a version that needs topic ids "
+    "(Produce 13, Fetch 13, Metadata 13, OffsetCommit 10, OffsetFetch 8, DeleteTopics 6), and below the newest "
+    "ListOffsets (8-11), FindCoordinator (5-6), DescribeGroups (6), ListGroups (5), ApiVersions (4), InitProducerId "
+    "(5), DescribeCluster (2) and DeleteGroups (3), which add tiered storage's and share groups' asks, group types, "
+    "fenced brokers, transactions' error codes and the like (a client uses the newest version both offer); the "
+    "APIs of transactions, ACLs, quotas, KIP-848 and share groups are not served",
     "commit-past-the-end": "an OffsetCommit past a partition's end is refused (`OFFSET_OUT_OF_RANGE`): "
     "Kafka keeps any offset",
     "max-message-bytes": "a topic's `max.message.bytes` bounds each record, 1 MiB (1048576) by default; "
