@@ -341,3 +341,39 @@ def test_requests_to_a_group_never_used(kafka, tidelog):
     ours = never_used(tidelog, group, topic)
     assert dump(tidelog.store) == before  # refused: the group is not made
     assert_same(ours, never_used(kafka, group, topic))
+
+
+TIMEOUTS = [(5999, 10_000), (6000, 10_000), (1_800_001, 10_000), (10_000, 2**31 - 1), (10_000, 0)]
+
+
+def timeouts(target, prefix):
+    """A JoinGroup of a new member at every version with session and rebalance timeouts
+    at and past Kafka's bounds (group.min/max.session.timeout.ms; any rebalance timeout,
+    Kafka Streams asks for 2^31 - 1 ms): its error code; a member that joined leaves."""
+    out = {}
+    with target.wire() as wire:
+        for version in versions(JOIN):
+            for session_ms, rebalance_ms in TIMEOUTS:
+                s = Scenario(target, f"{prefix}-{version}-{session_ms}-{rebalance_ms}", "", version)
+                values = {
+                    "group_id": s.group,
+                    "session_timeout": session_ms,
+                    "rebalance_timeout": rebalance_ms,
+                    "member_id": "",
+                    "group_instance_id": None,
+                    "protocol_type": "consumer",
+                    "protocols": [{"name": "range", "metadata": b""}],
+                    "reason": None,
+                }
+                answer = wire.call(JOIN, version, values)
+                if answer.error_code.value == 79:  # MEMBER_ID_REQUIRED
+                    answer = wire.call(JOIN, version, {**values, "member_id": answer.member_id})
+                out[version, session_ms, rebalance_ms] = answer.error_code.value
+                if answer.error_code.value == 0:
+                    s.leave(wire, answer.member_id)
+    return out
+
+
+def test_session_and_rebalance_timeouts(kafka, tidelog):
+    prefix = unique("timeouts")
+    assert_same(timeouts(tidelog, prefix), timeouts(kafka, prefix))

@@ -30,8 +30,12 @@ from .codes import error_code
 from .wire import Request
 
 POLL_S = 0.1  # how often a waiting JoinGroup or SyncGroup looks at the group again
-MIN_SESSION_MS = 1000
+MIN_SESSION_MS = 6000  # Kafka's group.min.session.timeout.ms
 MAX_SESSION_MS = 30 * 60_000  # Kafka's group.max.session.timeout.ms
+# How long a rebalance waits for the members to join again, at most: Kafka takes
+# any rebalance timeout (Kafka Streams asks for 2^31 - 1 ms), and so does the
+# listener, but it holds a JoinGroup waiting no longer than this.
+MAX_REBALANCE_MS = MAX_SESSION_MS
 MAX_METADATA = 4096  # Kafka's offset.metadata.max.bytes
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
@@ -156,8 +160,9 @@ async def join_group(session: Session, request: Request) -> dict[str, Any]:
     bad = _group_error(group)
     if bad is not None:
         return refused(bad, body.member_id)
-    if not MIN_SESSION_MS <= session_ms <= MAX_SESSION_MS or not 0 < rebalance_ms <= MAX_SESSION_MS:
+    if not MIN_SESSION_MS <= session_ms <= MAX_SESSION_MS:
         return refused(ErrorCode.invalid_session_timeout, body.member_id)
+    rebalance_ms = max(1, min(rebalance_ms, MAX_REBALANCE_MS))
     join = cg.JoinRequest(
         body.member_id,
         getattr(body, "group_instance_id", None),
