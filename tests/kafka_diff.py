@@ -181,6 +181,9 @@ DIFFERENCES = {
     "unknown-member-join": "a JoinGroup naming a member id the group does not have joins it as that member "
     "(tidelog keeps no list of the ids it handed out to members yet to join, KIP-394's pending members); "
     "Kafka answers `UNKNOWN_MEMBER_ID`, and the client joins again without an id",
+    "replication-factor": "CreateTopics takes any replication factor above 0 (a store keeps one durable copy, and "
+    "tools often ask for 3) and answers 1; Kafka refuses one above its number of brokers "
+    "(`INVALID_REPLICATION_FACTOR`)",
     "timestamps-rise": "ListOffsets by time (and for the max timestamp) searches the records as if timestamps "
     "rose with offsets, as the log's clock does; Kafka keeps a time index of the largest timestamp so far, so "
     "where a producer's clock steps back, tidelog may answer a later record than Kafka",

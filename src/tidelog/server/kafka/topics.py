@@ -167,29 +167,97 @@ async def metadata(session: Session, request: Request) -> dict[str, Any]:
     }
 
 
+# Kafka's controller makes at most this many records a request (a topic's and each
+# partition's and setting's): a request past it is a POLICY_VIOLATION.
+MAX_RECORDS_PER_REQUEST = 10_000
+
+
+def _replicas(broker: Broker, assignments: Any) -> None:
+    """Each new partition's replicas as a client named them (a manual assignment),
+    checked as Kafka's controller checks them; every replica is this broker."""
+    for a in assignments:
+        if not a.broker_ids:
+            raise Refused(
+                ErrorCode.invalid_replica_assignment,
+                "The manual partition assignment includes an empty replica list.",
+            )
+        for node in a.broker_ids:
+            if a.broker_ids.count(node) > 1:
+                raise Refused(
+                    ErrorCode.invalid_replica_assignment,
+                    f"The manual partition assignment includes the broker {node} more than once.",
+                )
+            if node != broker.node_id:
+                raise Refused(
+                    ErrorCode.invalid_replica_assignment,
+                    f"The manual partition assignment includes broker {node}, but no such broker is registered.",
+                )
+
+
+def _partition_count(broker: Broker, topic: Any) -> int:
+    """A new topic's partitions: its count, or the broker's default (-1, KIP-464), or
+    as many as its manual assignment names; Refused with Kafka's code and words."""
+    if topic.assignments:
+        for field in ("num_partitions", "replication_factor"):
+            if getattr(topic, field) != -1:
+                words = "numPartitions" if field == "num_partitions" else "replicationFactor"
+                raise Refused(
+                    ErrorCode.invalid_request,
+                    f"A manual partition assignment was specified, but {words} was not set to -1.",
+                )
+        indexes = [a.partition_index for a in topic.assignments]
+        for index in indexes:
+            if indexes.count(index) > 1:
+                raise Refused(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Found multiple manual partition assignments for partition {index}",
+                )
+        _replicas(broker, topic.assignments)
+        if sorted(indexes) != list(range(len(indexes))):
+            raise Refused(
+                ErrorCode.invalid_replica_assignment,
+                "partitions should be a consecutive 0-based integer sequence",
+            )
+        return len(indexes)
+    # Any replication factor above 0 is taken: the store keeps one durable copy.
+    if topic.replication_factor != -1 and topic.replication_factor < 1:
+        raise Refused(
+            ErrorCode.invalid_replication_factor,
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        )
+    count: int = topic.num_partitions
+    if count == -1:
+        return broker.log.default_partitions
+    if count < 1:
+        raise Refused(
+            ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value."
+        )
+    return count
+
+
 def _create(broker: Broker, topic: Any, validate_only: bool) -> dict[str, Any]:
     log = broker.log
     name = topic.name
     try:
-        count = topic.num_partitions
-        if count == -1:  # the broker's default (KIP-464)
-            count = log.default_partitions
-        if topic.assignments:
-            raise InvalidRequest("replica assignments are not supported: name a partition count")
-        config = tidelog_config(topic.configs)
         if log.store.topic(name) is not None:
             return {
                 "name": name,
                 "error_code": ErrorCode.topic_already_exists,
                 "error_message": f"topic {name!r} already exists",
             }
-        if count < 1:
-            raise InvalidRequest(f"a topic needs at least one partition, got {count}")
+        count = _partition_count(broker, topic)
+        if count > MAX_RECORDS_PER_REQUEST:
+            raise Refused(ErrorCode.policy_violation, "Excessively large number of partitions per request.")
+        if count + 1 + len(topic.configs or ()) > MAX_RECORDS_PER_REQUEST:
+            raise Refused(ErrorCode.policy_violation, "Unable to perform excessively large batch operation.")
+        config = tidelog_config(topic.configs)
         if validate_only:
             TopicConfig.from_dict(config)
             info = TopicInfo(name, count, TopicConfig.from_dict(config).to_dict())
         else:
             info = log.create_topic(name, count, **config)
+    except Refused as e:
+        return {"name": name, "error_code": e.code, "error_message": str(e)}
     except TidelogError as e:
         code = error_code(e)
         if code == ErrorCode.invalid_request:
@@ -237,8 +305,6 @@ async def delete_topics(session: Session, request: Request) -> dict[str, Any]:
 def _grow(broker: Broker, topic: Any, validate_only: bool) -> dict[str, Any]:
     log = broker.log
     try:
-        if topic.assignments:
-            raise InvalidRequest("replica assignments are not supported: name a partition count")
         info = log.topic(topic.name)
         if topic.count <= info.partitions:
             return {
@@ -247,8 +313,23 @@ def _grow(broker: Broker, topic: Any, validate_only: bool) -> dict[str, Any]:
                 "error_message": f"topic {topic.name!r} has {info.partitions} partitions; "
                 f"partitions only grow (asked for {topic.count})",
             }
+        added = topic.count - info.partitions
+        if added > MAX_RECORDS_PER_REQUEST:
+            raise Refused(
+                ErrorCode.policy_violation, "Excessively large number of additional partitions per request."
+            )
+        if topic.assignments is not None:
+            if len(topic.assignments) != added:
+                raise Refused(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Attempted to add {added} additional partition(s), but only "
+                    f"{len(topic.assignments)} assignment(s) were specified.",
+                )
+            _replicas(broker, topic.assignments)
         if not validate_only:
             log.add_partitions(topic.name, topic.count)
+    except Refused as e:
+        return {"name": topic.name, "error_code": e.code, "error_message": str(e)}
     except TidelogError as e:
         code = error_code(e)
         return {
