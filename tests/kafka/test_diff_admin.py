@@ -142,3 +142,55 @@ def test_any_replication_factor(kafka, tidelog):
             made[target.name] = wire.call(CREATE_TOPICS, 7, values).topics[0].error_code.value
     differs("replication-factor")
     assert (made["kafka"], made[tidelog.name]) == (38, 0)  # INVALID_REPLICATION_FACTOR
+
+
+def test_refused_admin_requests_write_nothing(tidelog):
+    from dumps import dump
+
+    existing = unique("refused-admin")
+    make_topic(tidelog, existing, 2)
+    before = dump(tidelog.store)
+    with tidelog.wire() as wire:
+        node = node_id(wire)
+        refused = [
+            {"name": "a bad name!", "num_partitions": 1, "replication_factor": 1},
+            {"name": existing + "-x", "num_partitions": 0, "replication_factor": 1},
+            {"name": existing + "-x", "num_partitions": 1, "replication_factor": 0},
+            {
+                "name": existing + "-x",
+                "num_partitions": 1,
+                "replication_factor": 1,
+                "configs": [{"name": "no.such", "value": "1"}],
+            },
+            {
+                "name": existing + "-x",
+                "num_partitions": -1,
+                "replication_factor": -1,
+                "assignments": [{"partition_index": 1, "broker_ids": [node]}],
+            },
+            {"name": existing + "-x", "num_partitions": 10_001, "replication_factor": 1},
+        ]
+        for topic in refused:
+            answer = wire.call(
+                CREATE_TOPICS, 7, {"topics": [topic], "timeout": 30_000, "validate_only": False}
+            )
+            assert answer.topics[0].error_code.value != 0, topic
+        for count, assignments in [
+            (1, None),
+            (4, [{"broker_ids": [node]}]),
+            (3, [{"broker_ids": [node + 1]}]),
+        ]:
+            topic = {"name": existing, "count": count, "assignments": assignments}
+            answer = wire.call(
+                CREATE_PARTITIONS, 3, {"topics": [topic], "timeout": 30_000, "validate_only": False}
+            )
+            assert answer.results[0].error_code.value != 0, topic
+        for offset, partition in [(9, 0), (-2, 0), (0, 7)]:
+            values = {
+                "topics": [
+                    {"name": existing, "partitions": [{"partition_index": partition, "offset": offset}]}
+                ],
+                "timeout": 30_000,
+            }
+            assert wire.call(DELETE_RECORDS, 2, values).topics[0].partitions[0].error_code.value != 0
+    assert dump(tidelog.store) == before
