@@ -320,6 +320,7 @@ async def fetch(session: Session, request: Request) -> dict[str, Any]:
     aborted = () if getattr(body, "isolation_level", READ_UNCOMMITTED) else None
     topics: dict[str, list[dict[str, Any]]] = {}
     for p in asked:
+        answer: dict[str, Any]
         if p.code:
             answer = {
                 "partition_index": p.partition,
