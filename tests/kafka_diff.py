@@ -237,14 +237,27 @@ def make_topic(target: Target, topic: str, partitions: int = 1, configs: dict[st
             },
         )
     assert made.topics[0].error_code == 0, made
+    # Kafka's broker leads the new partitions once its metadata and its logs have them:
+    # a ListOffsets of each partition answered without error says both happened
+    # (Metadata alone may name the topic while a Produce still finds NOT_LEADER_OR_FOLLOWER).
+    asked = {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [
+            {
+                "name": topic,
+                "partitions": [
+                    {"partition_index": p, "current_leader_epoch": -1, "timestamp": -1}
+                    for p in range(partitions)
+                ],
+            }
+        ],
+    }
     for which in (0, -1):
         with target.wire(which) as wire:
             until(
-                lambda wire=wire: (
-                    wire.call(3, 12, {"topics": [{"name": topic, "topic_id": None}]}).topics[0].error_code
-                    == 0
-                ),
-                f"{target} to know {topic}",
+                lambda wire=wire: all(p.error_code == 0 for p in wire.call(2, 7, asked).topics[0].partitions),
+                f"{target} to lead {topic}",
             )
     return made
 

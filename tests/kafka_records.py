@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,9 @@ TRANSACTIONAL = 0x10
 CONTROL = 0x20
 _HEAD = struct.Struct(">qiibIhiqqqhii")  # base offset .. record count: 61 bytes
 _XERIAL = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+# The suite's records are stamped near now: Kafka's retention (7 days by default)
+# deletes older ones on its next check, every 5 minutes, whenever that falls.
+NOW = int(time.time()) * 1000
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,7 @@ class Record:
     value: bytes | None
     key: bytes | None = None
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
-    timestamp: int = 1_700_000_000_000  # ms; a fixed stamp, so both brokers keep the same one
+    timestamp: int = NOW  # ms; one stamp for the process, so both brokers keep the same one
 
 
 def _varint(n: int) -> bytes:

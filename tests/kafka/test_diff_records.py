@@ -22,6 +22,7 @@ from kafka_records import (
     LOG_APPEND_TIME,
     LZ4,
     NONE,
+    NOW,
     SNAPPY,
     TRANSACTIONAL,
     ZSTD,
@@ -34,7 +35,7 @@ from kafka_reference import unique
 from kafka_wire import encode_request
 
 PRODUCE, FETCH, LIST_OFFSETS, INIT_PRODUCER_ID = 0, 1, 2, 22
-T0 = 1_700_000_000_000
+T0 = NOW  # near now: Kafka's retention deletes records of stamps older than 7 days
 SAMPLE = [
     Record(b"v1", key=b"k1", headers=[("h", b"x"), ("empty", b"")]),
     Record(b"v2", timestamp=T0 + 5),
