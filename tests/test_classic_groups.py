@@ -41,9 +41,10 @@ def test_refused_steps_of_a_member_no_group_knows_write_nothing(url):
         log.producer().send("t", b"x", partition=0)
         before = dump(url)
         assert run(log, cg.heartbeat("m", 1, 1000), 1000, "ghost-hb") == cg.UNKNOWN_MEMBER_ID
+        # A member's commit to a group never used is ILLEGAL_GENERATION, as Kafka answers it.
         assert (
             run(log, cg.commit("m", 1, [("t", 0, 1, "")], 1000), 1000, "ghost-oc").error
-            == cg.UNKNOWN_MEMBER_ID
+            == cg.ILLEGAL_GENERATION
         )
         assert run(log, cg.leave(["m"], 1000), 1000, "ghost-lg") == [cg.UNKNOWN_MEMBER_ID]
         assert run(log, cg.sync("m", 1, {}, 1000), 1000, "ghost-sg").error == cg.UNKNOWN_MEMBER_ID

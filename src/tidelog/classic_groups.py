@@ -58,6 +58,26 @@ class Pending:
 PENDING = Pending()
 
 
+class Unchanged(Exception):
+    """A step's answer that changes nothing (a refusal): raised inside the store's
+    transaction so that it rolls back, taking with it the rows the lock made for a
+    group never used, and `run` hands the answer on. A refused request writes
+    nothing, as Kafka's coordinator keeps no group it did not make."""
+
+    def __init__(self, answer: Any):
+        super().__init__()
+        self.answer = answer
+
+
+def run(store: ClassicGroupStore, group: str, now: int, step: Callable[[ClassicGroupTx], T]) -> T:
+    """Run a step in `group`'s transaction (`ClassicGroupStore.classic_run`); its answer."""
+    try:
+        return store.classic_run(group, now, step)
+    except Unchanged as e:
+        answer: T = e.answer
+        return answer
+
+
 class JoinRequest(NamedTuple):
     member: str  # "" for a new member
     instance: str | None
@@ -161,31 +181,29 @@ class _Group:
         self.now = now
         self.state = tx.state()
         self.members = {m.member: m for m in tx.members()}
-        self.wrote = False  # whether the step changed the group (an expiry counts)
+        self.changed = False  # whether this step wrote anything (an expiry, say)
 
     def put(self, member: ClassicMember) -> None:
         self.members[member.member] = member
         self.tx.put_member(member)
-        self.wrote = True
+        self.changed = True
 
     def remove(self, names: list[str]) -> None:
         for name in names:
             self.members.pop(name, None)
         self.tx.remove_members(names)
-        self.wrote = True
+        self.changed = self.changed or bool(names)
 
     def set_state(self, **changes: Any) -> None:
         self.state = self.state._replace(**changes)
         self.tx.set_state(self.state)
-        self.wrote = True
+        self.changed = True
 
     def refuse(self, answer: T) -> T:
-        """Answer a refused request. When the step changed nothing, the transaction
-        rolls back (`Refused`): the store made the group's row to run the step, and a
-        refusal must not leave a group behind. What time changed (members whose
-        session ran out) is kept: any later step would make the same change."""
-        if not self.wrote:
-            raise Refused(answer)
+        """A refusal's answer: the transaction rolls back (`Unchanged`) unless the
+        step wrote something that stands on its own (members whose session ran out)."""
+        if not self.changed:
+            raise Unchanged(answer)
         return answer
 
     def alive(self, member: str) -> ClassicMember | None:
@@ -251,8 +269,10 @@ class _Group:
         else:
             leader = joined[0].member
         protocol = _choose(joined)
+        # Each keeps its last assignment until the leader's SyncGroup hands out
+        # the new ones (Kafka's DescribeGroups shows it meanwhile).
         for m in joined:
-            self.put(m._replace(joined=False, generation=generation, assignment=b""))
+            self.put(m._replace(joined=False, generation=generation))
         self.set_state(generation=generation, phase=COMPLETING, protocol=protocol, leader=leader, deadline=0)
 
     def joined(self, member: str) -> Joined | Pending:
@@ -270,27 +290,6 @@ class _Group:
                 if o.generation == s.generation
             ]
         return Joined(None, s.generation, s.protocol_type, s.protocol, s.leader, member, members)
-
-
-class Refused(Exception):
-    """A step's answer that must change nothing: raised through the store's
-    transaction, which rolls back what the step had made meanwhile (the group's
-    row made on first use, an expiry, a heartbeat), and answered by `run`.
-    A Heartbeat, OffsetCommit or LeaveGroup from a member no group knows once
-    left a group named after it behind."""
-
-    def __init__(self, answer: Any):
-        super().__init__(answer)
-        self.answer = answer
-
-
-def run(store: ClassicGroupStore, group: str, now: int, step: Callable[[ClassicGroupTx], T]) -> T:
-    """Run a step of `group` in one of the store's transactions; a refused step's answer
-    is returned with nothing written."""
-    try:
-        return store.classic_run(group, now, step)
-    except Refused as refused:
-        return refused.answer  # type: ignore[no-any-return]
 
 
 def _choose(members: list[ClassicMember]) -> str:
@@ -319,12 +318,6 @@ def join(
         g = _Group(tx, now)
         g.expire()
         member = request.member
-        if not member:
-            member = new_member_id()
-            if request.require_member_id:
-                # Handed its id before it counts (Kafka's KIP-394): a client
-                # that times out and retries does not leave a ghost behind.
-                return _join_error(MEMBER_ID_REQUIRED, member)
         names = {name for name, _ in request.protocols}
         others = [m for m in g.members.values() if m.member != member]
         if not names or (
@@ -334,7 +327,15 @@ def join(
                 or not names.intersection(*(dict(decode_protocols(m.protocols)) for m in others))
             )
         ):
+            # Checked before a new member is handed an id, as Kafka does: the
+            # answer names the member as the request did ("" for a new one).
             return _join_error(INCONSISTENT_GROUP_PROTOCOL, member)
+        if not member:
+            member = new_member_id()
+            if request.require_member_id:
+                # Handed its id before it counts (Kafka's KIP-394): a client
+                # that times out and retries does not leave a ghost behind.
+                return _join_error(MEMBER_ID_REQUIRED, member)
         protocols = encode_protocols(request.protocols)
         existing = g.members.get(member)
         s = g.state
@@ -386,21 +387,32 @@ def join_poll(member: str, now: int) -> Callable[[ClassicGroupTx], Joined | Pend
 
 
 def sync(
-    member: str, generation: int, assignments: dict[str, bytes] | None, now: int
+    member: str,
+    generation: int,
+    assignments: dict[str, bytes] | None,
+    now: int,
+    protocol_type: str | None = None,
+    protocol: str | None = None,
 ) -> Callable[[ClassicGroupTx], Synced | Pending]:
     """A SyncGroup: the leader's carries the assignment (`assignments`), every
-    member's waits for it; PENDING until the leader's arrived (then `sync_poll`)."""
+    member's waits for it; PENDING until the leader's arrived (then `sync_poll`).
+    A `protocol_type` or `protocol` named (SyncGroup v5) must be the group's."""
 
     def step(tx: ClassicGroupTx) -> Synced | Pending:
         g = _Group(tx, now)
         g.expire()
-        if g.alive(member) is None:
-            return g.refuse(Synced(UNKNOWN_MEMBER_ID, "", "", b""))
         s = g.state
+        if member not in g.members:
+            return g.refuse(Synced(UNKNOWN_MEMBER_ID, "", "", b""))
         if generation != s.generation:
-            return Synced(ILLEGAL_GENERATION, "", "", b"")
+            return g.refuse(Synced(ILLEGAL_GENERATION, "", "", b""))
+        if (protocol_type is not None and protocol_type != s.protocol_type) or (
+            protocol is not None and protocol != s.protocol
+        ):
+            return g.refuse(Synced(INCONSISTENT_GROUP_PROTOCOL, "", "", b""))
         if s.phase == PREPARING:
-            return Synced(REBALANCE_IN_PROGRESS, "", "", b"")
+            return g.refuse(Synced(REBALANCE_IN_PROGRESS, "", "", b""))
+        g.alive(member)
         if s.phase == COMPLETING and member == s.leader and assignments is not None:
             for m in list(g.members.values()):
                 g.put(m._replace(assignment=assignments.get(m.member, b"")))
@@ -423,10 +435,11 @@ def heartbeat(member: str, generation: int, now: int) -> Callable[[ClassicGroupT
     def step(tx: ClassicGroupTx) -> str | None:
         g = _Group(tx, now)
         g.expire()
-        if g.alive(member) is None:
+        if member not in g.members:
             return g.refuse(UNKNOWN_MEMBER_ID)
         if generation != g.state.generation:
-            return ILLEGAL_GENERATION
+            return g.refuse(ILLEGAL_GENERATION)  # no sign of life either, as in Kafka
+        g.alive(member)
         if g.state.phase == PREPARING:
             return REBALANCE_IN_PROGRESS
         return None
@@ -442,7 +455,6 @@ def leave(members: list[str], now: int) -> Callable[[ClassicGroupTx], list[str |
         errors: list[str | None] = [None if m in g.members else UNKNOWN_MEMBER_ID for m in members]
         gone = [m for m in members if m in g.members]
         if not gone:
-            g.expire()
             return g.refuse(errors)
         if gone:
             g.remove(gone)
@@ -473,6 +485,9 @@ def commit(
             if g.members:
                 return g.refuse(Committed(UNKNOWN_MEMBER_ID, []))
         else:  # a refused commit changes nothing, not even the member's heartbeat
+            if g.state.generation == 0 and not g.members and not tx.has_commits():
+                # A group never used: Kafka's coordinator has no generation to hold it to.
+                return g.refuse(Committed(ILLEGAL_GENERATION, []))
             if member not in g.members:
                 return g.refuse(Committed(UNKNOWN_MEMBER_ID, []))
             if generation != g.state.generation:

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from kafka_diff import DIFFERENCES, differs, seen, until, without_internal
+from kafka_diff import DIFFERENCES, differs, make_topic, seen, settled, until, without_internal
 from kafka_reference import unique
 
 ck = pytest.importorskip("confluent_kafka")
@@ -16,29 +16,6 @@ admin = pytest.importorskip("confluent_kafka.admin")
 # librdkafka's all-topics Metadata v12, as confluent-kafka 2.16's AdminClient.list_topics()
 # sends it (captured from the wire): three bytes follow the body, which Kafka ignores.
 LIBRDKAFKA_ALL_TOPICS = bytes.fromhex("0003000c00000003000772646b61666b610000000000010000")
-
-
-def make_topic(target, topic, partitions=1):
-    with target.wire() as wire:
-        made = wire.call(
-            19,
-            7,
-            {
-                "topics": [{"name": topic, "num_partitions": partitions, "replication_factor": 1}],
-                "timeout": 30_000,
-                "validate_only": False,
-            },
-        )
-    assert made.topics[0].error_code == 0, made
-    for which in (0, -1):  # Kafka's broker learns of a topic a moment after it is made
-        with target.wire(which) as wire:
-            until(
-                lambda wire=wire: (
-                    wire.call(3, 12, {"topics": [{"name": topic, "topic_id": None}]}).topics[0].error_code
-                    == 0
-                ),
-                f"{target} to know {topic}",
-            )
 
 
 def produce(target, topic, partition, count):
@@ -238,6 +215,7 @@ def configs_altered(target, topic):
     topic; DescribeConfigs of the settings after each (names and values)."""
 
     def describe(wire):
+        settled(target)  # Kafka's broker applies a change a moment after it answers
         answer = wire.call(
             32,
             4,

@@ -46,6 +46,8 @@ TRANSACTIONAL = 0x10
 CONTROL = 0x20
 LOG_APPEND_TIME = 0x08
 XERIAL = b"\x82SNAPPY\x00"
+_LZ4_FLG = 4  # an LZ4 frame's flags, after its magic number
+_LZ4_INDEPENDENT = 0x20  # the flag of a frame whose blocks are independent
 
 
 class CorruptBatch(ValueError):
@@ -54,6 +56,11 @@ class CorruptBatch(ValueError):
 
 class UnsupportedCodec(ValueError):
     """A compression codec this listener cannot read (UNSUPPORTED_COMPRESSION_TYPE)."""
+
+
+class LinkedLz4Blocks(ValueError):
+    """An LZ4 frame whose blocks refer back to the one before: readable, but not by
+    Kafka's broker nor its Java clients, which take frames of independent blocks."""
 
 
 class Records(NamedTuple):
@@ -130,6 +137,10 @@ def decompress(codec: int, body: memoryview, max_bytes: int) -> bytes:
         elif codec == LZ4:
             import cramjam
 
+            if len(body) > _LZ4_FLG and not body[_LZ4_FLG] & _LZ4_INDEPENDENT:
+                raise LinkedLz4Blocks(
+                    "an LZ4 frame of linked blocks: Kafka's clients read independent blocks"
+                )
             out = _inflate_into(cramjam.lz4, body, max_bytes)
         elif codec == ZSTD:
             import cramjam
@@ -137,7 +148,7 @@ def decompress(codec: int, body: memoryview, max_bytes: int) -> bytes:
             out = _inflate_into(cramjam.zstd, body, max_bytes)
         else:
             raise UnsupportedCodec(f"compression codec {codec} is not one of gzip, snappy, lz4, zstd")
-    except (UnsupportedCodec, CorruptBatch):
+    except (UnsupportedCodec, CorruptBatch, LinkedLz4Blocks):
         raise
     except Exception as e:  # zlib.error, cramjam's DecompressionError
         raise CorruptBatch(f"{CODECS[codec]} data does not decompress: {e}") from None

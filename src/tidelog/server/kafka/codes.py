@@ -43,3 +43,12 @@ def error_code(e: BaseException) -> ErrorCode:
         if isinstance(e, cls):
             return code
     return ErrorCode.unknown_server_error
+
+
+class Refused(Exception):
+    """A request, or a part of one, refused with Kafka's code before anything was
+    written: for the answers Kafka gives that no tidelog error stands for."""
+
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.code = code

@@ -59,6 +59,7 @@ MAX_READ_ROWS = 10_000  # the most one store read asks for
 # compacted, meanwhile from being answered with what was read before.
 READ_AHEAD_TTL_S = 1.0
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+READ_UNCOMMITTED = 0
 
 
 class _Partition:
@@ -319,19 +320,34 @@ async def fetch(session: Session, request: Request) -> dict[str, Any]:
         if broker.hub.closed:
             break
     _read_ahead(session, asked, max_bytes, zstd)
+    # As Kafka answers: no aborted transactions to a read_uncommitted fetch (null),
+    # none found to a read_committed one (empty); a partition that failed has -1
+    # for its offsets, and an empty list when it is unknown (answered before a read).
+    aborted = () if getattr(body, "isolation_level", READ_UNCOMMITTED) else None
     topics: dict[str, list[dict[str, Any]]] = {}
     for p in asked:
-        topics.setdefault(p.topic, []).append(
-            {
+        answer: dict[str, Any]
+        if p.code:
+            answer = {
+                "partition_index": p.partition,
+                "error_code": p.code,
+                "high_watermark": -1,
+                "last_stable_offset": -1,
+                "log_start_offset": -1,
+                "aborted_transactions": () if p.code == ErrorCode.unknown_topic_or_partition else None,
+                "records": b"",
+            }
+        else:
+            answer = {
                 "partition_index": p.partition,
                 "error_code": p.code,
                 "high_watermark": p.high,
                 "last_stable_offset": p.high,
                 "log_start_offset": p.start,
-                "aborted_transactions": None if p.code else (),
+                "aborted_transactions": aborted,
                 "records": p.records or b"",
             }
-        )
+        topics.setdefault(p.topic, []).append(answer)
     return {
         "throttle_time": 0,
         "error_code": 0,
@@ -340,37 +356,56 @@ async def fetch(session: Session, request: Request) -> dict[str, Any]:
     }
 
 
-def _list_offset(broker: Broker, topic: str, partition: int, timestamp: int) -> dict[str, Any]:
+MAX_TIMESTAMP_LIST = 7  # the first ListOffsets version that asks for the max timestamp (KIP-734)
+
+
+def _stamp(log: Log, topic: str, partition: int, offset: int) -> int:
+    """The timestamp of the record at tidelog's `offset` (-1 when it is gone)."""
+    found = log.read(topic, partition, offset - 1, 1)
+    return found[0].timestamp if found else -1
+
+
+def _list_offset(broker: Broker, topic: str, partition: int, timestamp: int, version: int) -> dict[str, Any]:
+    """A partition's answer, as Kafka 4 gives it: the offset (Kafka's), the
+    timestamp of the record found (-1 for the earliest and latest), and -1
+    for both and the leader epoch when there is no such record."""
     log = broker.log
-    answer: dict[str, Any] = {
+    none: dict[str, Any] = {
         "partition_index": partition,
         "error_code": 0,
         "timestamp": -1,
-        "leader_epoch": 0,
+        "offset": -1,
+        "leader_epoch": -1,
     }
+    # -3 (the max timestamp) from v7; -4 and below are asks of later versions
+    # (local and tiered log starts), which Kafka answers so.
+    if timestamp < EARLIEST and (timestamp != MAX_TIMESTAMP or version < MAX_TIMESTAMP_LIST):
+        return {**none, "error_code": ErrorCode.unsupported_version}
+    found: dict[str, Any] = {**none, "leader_epoch": 0}
     try:
         bounds = log.offsets(topic)
         if not 0 <= partition < len(bounds):
-            return {**answer, "error_code": ErrorCode.unknown_topic_or_partition, "offset": -1}
+            return {**none, "error_code": ErrorCode.unknown_topic_or_partition}
         b = bounds[partition]
         if timestamp == LATEST:
-            return {**answer, "offset": b.last_offset}
+            return {**found, "offset": b.last_offset}
         if timestamp == EARLIEST:
-            return {**answer, "offset": b.first_offset - 1}
-        if timestamp == MAX_TIMESTAMP:  # the last record stands for the latest stamp
+            return {**found, "offset": b.first_offset - 1}
+        if timestamp == MAX_TIMESTAMP:
             if b.last_offset < b.first_offset:
-                return {**answer, "offset": -1}
-            row = log.store.read(topic, partition, b.last_offset - 1, 1)
-            return {**answer, "offset": b.last_offset - 1, "timestamp": row[0][1] if row else -1}
-        if timestamp < 0:
-            return {**answer, "error_code": ErrorCode.invalid_request, "offset": -1}
-        found = log.offset_for_time(topic, partition, timestamp)
-        if found is None:
-            return {**answer, "offset": -1}
-        row = log.store.read(topic, partition, found - 1, 1)
-        return {**answer, "offset": found - 1, "timestamp": row[0][1] if row else timestamp}
+                return none
+            # The first record of the largest timestamp, found as a search by
+            # time finds any (timestamps rise with offsets: Log.offset_for_time):
+            # the last record's stamp, then the first record at it.
+            at = log.offset_for_time(topic, partition, _stamp(log, topic, partition, b.last_offset))
+            offset = b.last_offset if at is None else at
+            return {**found, "offset": offset - 1, "timestamp": _stamp(log, topic, partition, offset)}
+        at = log.offset_for_time(topic, partition, timestamp)
+        if at is None:
+            return none
+        return {**found, "offset": at - 1, "timestamp": _stamp(log, topic, partition, at)}
     except TidelogError as e:
-        return {**answer, "error_code": error_code(e), "offset": -1}
+        return {**none, "error_code": error_code(e)}
 
 
 async def list_offsets(session: Session, request: Request) -> dict[str, Any]:
@@ -378,7 +413,7 @@ async def list_offsets(session: Session, request: Request) -> dict[str, Any]:
     topics = []
     for t in request.body.topics:
         parts = [
-            await broker.run(_list_offset, broker, t.name, p.partition_index, p.timestamp)
+            await broker.run(_list_offset, broker, t.name, p.partition_index, p.timestamp, request.version)
             for p in t.partitions
         ]
         topics.append({"name": t.name, "partitions": parts})

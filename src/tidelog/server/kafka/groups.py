@@ -30,8 +30,12 @@ from .codes import error_code
 from .wire import Request
 
 POLL_S = 0.1  # how often a waiting JoinGroup or SyncGroup looks at the group again
-MIN_SESSION_MS = 1000
+MIN_SESSION_MS = 6000  # Kafka's group.min.session.timeout.ms
 MAX_SESSION_MS = 30 * 60_000  # Kafka's group.max.session.timeout.ms
+# How long a rebalance waits for the members to join again, at most: Kafka takes
+# any rebalance timeout (Kafka Streams asks for 2^31 - 1 ms), and so does the
+# listener, but it holds a JoinGroup waiting no longer than this.
+MAX_REBALANCE_MS = MAX_SESSION_MS
 MAX_METADATA = 4096  # Kafka's offset.metadata.max.bytes, counted as Java counts a string's length
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
@@ -127,11 +131,14 @@ async def find_coordinator(session: Session, request: Request) -> dict[str, Any]
         bad = _group_error(key)
         if bad is not None:
             return {**entry, "node_id": -1, "host": "", "port": -1, "error_code": bad, "error_message": None}
-        return {**entry, "error_code": 0, "error_message": None}
+        return {**entry, "error_code": 0, "error_message": ""}
 
     if request.version >= 4:
         return {"throttle_time": 0, "coordinators": [coordinator(k) for k in body.coordinator_keys]}
-    return {"throttle_time": 0, **coordinator(body.key)}
+    found = coordinator(body.key)
+    if found["error_code"] == 0:
+        found["error_message"] = "NONE"  # Kafka's words for no error, v1 to v3
+    return {"throttle_time": 0, **found}
 
 
 def _member_id(client_id: str | None) -> str:
@@ -159,8 +166,9 @@ async def join_group(session: Session, request: Request) -> dict[str, Any]:
     bad = _group_error(group)
     if bad is not None:
         return refused(bad, body.member_id)
-    if not MIN_SESSION_MS <= session_ms <= MAX_SESSION_MS or not 0 < rebalance_ms <= MAX_SESSION_MS:
+    if not MIN_SESSION_MS <= session_ms <= MAX_SESSION_MS:
         return refused(ErrorCode.invalid_session_timeout, body.member_id)
+    rebalance_ms = max(1, min(rebalance_ms, MAX_REBALANCE_MS))
     join = cg.JoinRequest(
         body.member_id,
         getattr(body, "group_instance_id", None),
@@ -205,7 +213,15 @@ async def sync_group(session: Session, request: Request) -> dict[str, Any]:
         return {"throttle_time": 0, "error_code": bad, "assignment": b""}
     assignments = {a.member_id: a.assignment for a in body.assignments}
     now = broker.log.clock()
-    outcome = await _step(broker, group, cg.sync(body.member_id, body.generation_id, assignments, now))
+    step = cg.sync(
+        body.member_id,
+        body.generation_id,
+        assignments,
+        now,
+        getattr(body, "protocol_type", None),
+        getattr(body, "protocol_name", None),
+    )
+    outcome = await _step(broker, group, step)
     broker.changed(group)
     outcome = await _until_ready(
         broker, group, outcome, lambda now: cg.sync_poll(body.member_id, body.generation_id, now), 60.0
@@ -386,20 +402,25 @@ async def describe_groups(session: Session, request: Request) -> dict[str, Any]:
             )
             continue
         state, members = found
+        # As Kafka describes a group: the protocol and each member's metadata
+        # for it once the group is stable, its address as Java writes one.
+        stable = state.phase == cg.STABLE
         out.append(
             {
                 "error_code": 0,
                 "group_id": group,
                 "group_state": _STATES[state.phase],
                 "protocol_type": state.protocol_type,
-                "protocol_data": state.protocol,
+                "protocol_data": state.protocol if stable else "",
                 "members": [
                     {
                         "member_id": m.member,
                         "group_instance_id": m.instance,
                         "client_id": m.client_id,
-                        "client_host": m.host,
-                        "member_metadata": dict(cg.decode_protocols(m.protocols)).get(state.protocol, b""),
+                        "client_host": f"/{m.host}",
+                        "member_metadata": (
+                            dict(cg.decode_protocols(m.protocols)).get(state.protocol, b"") if stable else b""
+                        ),
                         "member_assignment": m.assignment,
                     }
                     for m in members

@@ -47,7 +47,8 @@ async def sasl_handshake(session: Session, request: Request) -> dict[str, Any]:
     if mechanism not in MECHANISMS or session.authenticated:
         code = ErrorCode.illegal_sasl_state if session.authenticated else ErrorCode.unsupported_sasl_mechanism
         session.close_after = not session.authenticated
-        return {"error_code": code, "mechanisms": MECHANISMS}
+        # Without --token the listener has no SASL, and names no mechanism (Kafka's plaintext listener).
+        return {"error_code": code, "mechanisms": MECHANISMS if session.broker.token else ()}
     session.sasl_mechanism = mechanism
     session.sasl_raw = request.version == 0
     return {"error_code": 0, "mechanisms": MECHANISMS}
@@ -55,7 +56,8 @@ async def sasl_handshake(session: Session, request: Request) -> dict[str, Any]:
 
 async def sasl_authenticate(session: Session, request: Request) -> dict[str, Any]:
     if session.sasl_mechanism is None or session.authenticated:
-        session.close_after = True
+        # Kafka's plaintext listener answers it and goes on; a SASL exchange out of order ends.
+        session.close_after = session.broker.token is not None
         return {
             "error_code": ErrorCode.illegal_sasl_state,
             "error_message": "SaslAuthenticate comes once, after a SaslHandshake",

@@ -18,7 +18,7 @@ from ...config import TopicConfig
 from ...errors import InvalidRequest, TidelogError, UnknownTopic
 from ...store.base import TopicInfo
 from .broker import CLUSTER_ID, NO_OPERATIONS, Broker, Session
-from .codes import error_code
+from .codes import Refused, error_code
 from .wire import Request, api_keys
 
 # Kafka's topic setting -> (tidelog's, from Kafka's text, to Kafka's text).
@@ -167,29 +167,97 @@ async def metadata(session: Session, request: Request) -> dict[str, Any]:
     }
 
 
+# Kafka's controller makes at most this many records a request (a topic's and each
+# partition's and setting's): a request past it is a POLICY_VIOLATION.
+MAX_RECORDS_PER_REQUEST = 10_000
+
+
+def _replicas(broker: Broker, assignments: Any) -> None:
+    """Each new partition's replicas as a client named them (a manual assignment),
+    checked as Kafka's controller checks them; every replica is this broker."""
+    for a in assignments:
+        if not a.broker_ids:
+            raise Refused(
+                ErrorCode.invalid_replica_assignment,
+                "The manual partition assignment includes an empty replica list.",
+            )
+        for node in a.broker_ids:
+            if a.broker_ids.count(node) > 1:
+                raise Refused(
+                    ErrorCode.invalid_replica_assignment,
+                    f"The manual partition assignment includes the broker {node} more than once.",
+                )
+            if node != broker.node_id:
+                raise Refused(
+                    ErrorCode.invalid_replica_assignment,
+                    f"The manual partition assignment includes broker {node}, but no such broker is registered.",
+                )
+
+
+def _partition_count(broker: Broker, topic: Any) -> int:
+    """A new topic's partitions: its count, or the broker's default (-1, KIP-464), or
+    as many as its manual assignment names; Refused with Kafka's code and words."""
+    if topic.assignments:
+        for field in ("num_partitions", "replication_factor"):
+            if getattr(topic, field) != -1:
+                words = "numPartitions" if field == "num_partitions" else "replicationFactor"
+                raise Refused(
+                    ErrorCode.invalid_request,
+                    f"A manual partition assignment was specified, but {words} was not set to -1.",
+                )
+        indexes = [a.partition_index for a in topic.assignments]
+        for index in indexes:
+            if indexes.count(index) > 1:
+                raise Refused(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Found multiple manual partition assignments for partition {index}",
+                )
+        _replicas(broker, topic.assignments)
+        if sorted(indexes) != list(range(len(indexes))):
+            raise Refused(
+                ErrorCode.invalid_replica_assignment,
+                "partitions should be a consecutive 0-based integer sequence",
+            )
+        return len(indexes)
+    # Any replication factor above 0 is taken: the store keeps one durable copy.
+    if topic.replication_factor != -1 and topic.replication_factor < 1:
+        raise Refused(
+            ErrorCode.invalid_replication_factor,
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        )
+    count: int = topic.num_partitions
+    if count == -1:
+        return broker.log.default_partitions
+    if count < 1:
+        raise Refused(
+            ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value."
+        )
+    return count
+
+
 def _create(broker: Broker, topic: Any, validate_only: bool) -> dict[str, Any]:
     log = broker.log
     name = topic.name
     try:
-        count = topic.num_partitions
-        if count == -1:  # the broker's default (KIP-464)
-            count = log.default_partitions
-        if topic.assignments:
-            raise InvalidRequest("replica assignments are not supported: name a partition count")
-        config = tidelog_config(topic.configs)
         if log.store.topic(name) is not None:
             return {
                 "name": name,
                 "error_code": ErrorCode.topic_already_exists,
                 "error_message": f"topic {name!r} already exists",
             }
-        if count < 1:
-            raise InvalidRequest(f"a topic needs at least one partition, got {count}")
+        count = _partition_count(broker, topic)
+        if count > MAX_RECORDS_PER_REQUEST:
+            raise Refused(ErrorCode.policy_violation, "Excessively large number of partitions per request.")
+        if count + 1 + len(topic.configs or ()) > MAX_RECORDS_PER_REQUEST:
+            raise Refused(ErrorCode.policy_violation, "Unable to perform excessively large batch operation.")
+        config = tidelog_config(topic.configs)
         if validate_only:
             TopicConfig.from_dict(config)
             info = TopicInfo(name, count, TopicConfig.from_dict(config).to_dict())
         else:
             info = log.create_topic(name, count, **config)
+    except Refused as e:
+        return {"name": name, "error_code": e.code, "error_message": str(e)}
     except TidelogError as e:
         code = error_code(e)
         if code == ErrorCode.invalid_request:
@@ -237,8 +305,6 @@ async def delete_topics(session: Session, request: Request) -> dict[str, Any]:
 def _grow(broker: Broker, topic: Any, validate_only: bool) -> dict[str, Any]:
     log = broker.log
     try:
-        if topic.assignments:
-            raise InvalidRequest("replica assignments are not supported: name a partition count")
         info = log.topic(topic.name)
         if topic.count <= info.partitions:
             return {
@@ -247,8 +313,23 @@ def _grow(broker: Broker, topic: Any, validate_only: bool) -> dict[str, Any]:
                 "error_message": f"topic {topic.name!r} has {info.partitions} partitions; "
                 f"partitions only grow (asked for {topic.count})",
             }
+        added = topic.count - info.partitions
+        if added > MAX_RECORDS_PER_REQUEST:
+            raise Refused(
+                ErrorCode.policy_violation, "Excessively large number of additional partitions per request."
+            )
+        if topic.assignments is not None:
+            if len(topic.assignments) != added:
+                raise Refused(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Attempted to add {added} additional partition(s), but only "
+                    f"{len(topic.assignments)} assignment(s) were specified.",
+                )
+            _replicas(broker, topic.assignments)
         if not validate_only:
             log.add_partitions(topic.name, topic.count)
+    except Refused as e:
+        return {"name": topic.name, "error_code": e.code, "error_message": str(e)}
     except TidelogError as e:
         code = error_code(e)
         return {
@@ -301,7 +382,7 @@ def _describe(broker: Broker, resource: Any, synonyms: bool) -> dict[str, Any]:
         "resource_type": resource.resource_type,
         "resource_name": resource.resource_name,
         "error_code": 0,
-        "error_message": None,
+        "error_message": "",  # Kafka's, where nothing went wrong
     }
     try:
         if resource.resource_type == TOPIC_RESOURCE:
@@ -357,7 +438,8 @@ async def describe_configs(session: Session, request: Request) -> dict[str, Any]
 
 # Altering topic settings --------------------------------------------------------------
 
-SET, DELETE = 0, 1  # IncrementalAlterConfigs' operations (APPEND and SUBTRACT are for lists)
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs' operations
+LIST_SETTINGS = frozenset({"cleanup.policy"})  # of KAFKA_CONFIGS, the one whose type is a list
 _DEFAULTS = TopicConfig().to_dict()
 
 
@@ -390,7 +472,7 @@ def _alter(broker: Broker, resource: Any, changes: dict[str, Any], validate_only
     return {**entry, "error_code": 0, "error_message": None}
 
 
-def _config_error(resource: Any, e: TidelogError) -> dict[str, Any]:
+def _config_error(resource: Any, e: Exception) -> dict[str, Any]:
     return {
         "resource_type": resource.resource_type,
         "resource_name": resource.resource_name,
@@ -416,27 +498,64 @@ async def alter_configs(session: Session, request: Request) -> dict[str, Any]:
     return {"throttle_time": 0, "responses": out}
 
 
+def _incremental(broker: Broker, resource: Any, validate_only: bool) -> dict[str, Any]:
+    """A resource's IncrementalAlterConfigs, on a thread: its operations as
+    tidelog's settings (APPEND and SUBTRACT on the one list, `cleanup.policy`,
+    from its current value), then `_alter`."""
+    try:
+        changes: dict[str, Any] = {}
+        for c in resource.configs:
+            op = c.config_operation
+            if op == SET:
+                changes |= tidelog_config([c])
+            elif op == DELETE:
+                name = tidelog_name(c.name)
+                changes[name] = _DEFAULTS[name]
+            elif op in (APPEND, SUBTRACT):
+                if c.value is None:
+                    raise Refused(ErrorCode.invalid_request, f"Null value not supported for : {c.name}")
+                name = tidelog_name(c.name)
+                if c.name not in LIST_SETTINGS:
+                    word = "APPEND" if op == APPEND else "SUBTRACT"
+                    raise InvalidRequest(f"Can't {word} to key {c.name} because its type is not LIST.")
+                if name not in changes and resource.resource_type == TOPIC_RESOURCE:
+                    changes[name] = broker.log.topic(resource.resource_name).config.get(name, _DEFAULTS[name])
+                changes[name] = _list_change(c.name, changes.get(name, _DEFAULTS[name]), op, c.value)
+            else:  # Kafka's broker fails on an operation it has no name for
+                raise Refused(ErrorCode.unknown_server_error, f"config operation {op} is not one of 0 to 3")
+    except Refused as e:
+        return {**_config_error(resource, e), "error_code": e.code}
+    except UnknownTopic as e:
+        return {**_config_error(resource, e), "error_code": ErrorCode.unknown_topic_or_partition}
+    except TidelogError as e:
+        return _config_error(resource, e)
+    return _alter(broker, resource, changes, validate_only)
+
+
+def _list_change(kafka_name: str, current: str, op: int, value: str) -> str:
+    """A list setting after APPEND (the values not yet in it, at its end) or SUBTRACT."""
+    items = [p.strip() for p in current.split(",") if p.strip()]
+    values = [v.strip() for v in value.split(",") if v.strip()]
+    if op == APPEND:
+        items += [v for v in values if v not in items]
+    else:
+        items = [i for i in items if i not in values]
+    if not items:
+        # Kafka 4 keeps an empty cleanup.policy (nothing deleted, nothing compacted);
+        # a tidelog topic deletes, compacts, or both.
+        raise InvalidRequest(f"{kafka_name} would name no policy: keep delete, compact or both")
+    return ",".join(items)
+
+
 async def incremental_alter_configs(session: Session, request: Request) -> dict[str, Any]:
-    """SET a setting, or DELETE it back to its default."""
+    """SET a setting, DELETE it back to its default, APPEND to or SUBTRACT from a list."""
     broker = session.broker
     body = request.body
-    out = []
-    for resource in body.resources:
-        try:
-            changes: dict[str, Any] = {}
-            for c in resource.configs:
-                if c.config_operation == SET:
-                    changes |= tidelog_config([c])
-                elif c.config_operation == DELETE:
-                    name = tidelog_name(c.name)
-                    changes[name] = _DEFAULTS[name]
-                else:
-                    raise InvalidRequest(f"topic setting {c.name!r} is not a list: only SET and DELETE apply")
-        except TidelogError as e:
-            out.append(_config_error(resource, e))
-            continue
-        out.append(await broker.run(_alter, broker, resource, changes, bool(body.validate_only)))
-    return {"throttle_time": 0, "responses": out}
+    validate_only = bool(body.validate_only)
+    return {
+        "throttle_time": 0,
+        "responses": [await broker.run(_incremental, broker, r, validate_only) for r in body.resources],
+    }
 
 
 BROKERS_ENDPOINT = 1  # DescribeCluster's endpoint type: brokers (2 asks for the controllers)
