@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -36,10 +37,18 @@ def kcat() -> str:
 
 
 class KafkaServe:
-    def __init__(self, target: str | Path, *args: str, token: str | None = None, log_dir: Path | None = None):
+    def __init__(
+        self,
+        target: str | Path,
+        *args: str,
+        token: str | None = None,
+        log_dir: Path | None = None,
+        tls: tuple[str, str, str] | None = None,
+    ):
         self.target = str(target)
         self.args = list(args)
         self.token = token
+        self.tls = tls  # (certificate, key, the CA that signed it): HTTPS, and TLS on the Kafka port
         self.port = free_port()
         self.kafka_port = free_port()
         self.log_path = (log_dir or Path(self.target).parent) / f"serve-{self.kafka_port}.log"
@@ -51,15 +60,18 @@ class KafkaServe:
 
     @property
     def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def client_config(self, **extra: Any) -> dict[str, Any]:
-        """confluent-kafka's settings for this server (with SASL PLAIN when it has a token)."""
+        """confluent-kafka's settings for this server (with SASL PLAIN when it has a token,
+        over TLS when it serves it)."""
         config: dict[str, Any] = {"bootstrap.servers": self.bootstrap}
+        if self.tls:
+            config.update({"security.protocol": "SSL", "ssl.ca.location": self.tls[2]})
         if self.token:
             config.update(
                 {
-                    "security.protocol": "SASL_PLAINTEXT",
+                    "security.protocol": "SASL_SSL" if self.tls else "SASL_PLAINTEXT",
                     "sasl.mechanisms": "PLAIN",
                     "sasl.username": "anyone",
                     "sasl.password": self.token,
@@ -81,6 +93,8 @@ class KafkaServe:
         argv = [sys.executable, "-m", "tidelog.cli", "serve", "--db", self.target, "--workers", "1"]
         argv += ["--port", str(self.port), "--resp-port", "0", "--kafka-port", str(self.kafka_port)]
         argv += ["--clean-interval", "0", *self.args]
+        if self.tls:
+            argv += ["--tls-cert", self.tls[0], "--tls-key", self.tls[1]]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=log)
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -89,7 +103,10 @@ class KafkaServe:
             try:
                 with socket.create_connection(("127.0.0.1", self.kafka_port), timeout=1):
                     pass
-                httpx.get(f"{self.http_url}/healthz", headers=headers, timeout=1).raise_for_status()
+                verify = ssl.create_default_context(cafile=self.tls[2]) if self.tls else True
+                httpx.get(
+                    f"{self.http_url}/healthz", headers=headers, timeout=1, verify=verify
+                ).raise_for_status()
                 return self
             except (OSError, httpx.HTTPError):
                 if time.monotonic() > deadline or self.proc.poll() is not None:

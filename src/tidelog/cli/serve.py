@@ -121,7 +121,9 @@ def read_token_file(path: str) -> tuple[str, int]:
     help="Read the token from the first line of this file (instead of --token; over TIDELOG_TOKEN).",
 )
 @click.option(
-    "--tls-cert", type=click.Path(exists=True, dir_okay=False), help="Serve TLS with this certificate (PEM)."
+    "--tls-cert",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Serve TLS with this certificate (PEM): HTTP, and the Kafka port (SSL, or SASL_SSL with a token).",
 )
 @click.option(
     "--tls-key", type=click.Path(exists=True, dir_okay=False), help="The certificate's private key (PEM)."
@@ -140,7 +142,8 @@ def read_token_file(path: str) -> tuple[str, int]:
     show_default=True,
     envvar="TIDELOG_KAFKA_PORT",
     show_envvar=True,
-    help="Also serve Kafka's protocol on this port (same host and token, SASL PLAIN); 0 turns it off.",
+    help="Also serve Kafka's protocol on this port (same host and token, SASL PLAIN; TLS with --tls-cert);"
+    " 0 turns it off.",
 )
 @click.option(
     "--kafka-advertised-host",

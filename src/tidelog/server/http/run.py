@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -155,6 +156,17 @@ def build_server(
     if sock is not None:
         accept_on(server, sock)
     return server
+
+
+def server_tls(tls_cert: str | None, tls_key: str | None) -> ssl.SSLContext | None:
+    """The TLS context of the fronts asyncio serves (Kafka) from serve's certificate and
+    key, TLS 1.2 at the least as granian's HTTP; None without them."""
+    if not (tls_cert and tls_key):
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(tls_cert, tls_key)
+    return context
 
 
 def stop_server(app: Any, server: Any) -> None:
@@ -389,13 +401,17 @@ def _serve_process(
                 advertised_host=kafka_host,
                 sock=listeners["kafka"],
                 throttle=app.state.ctx.throttle,
+                tls=server_tls(tls_cert, tls_key),
             )
             say(
-                "Kafka protocol on %s:%s (bootstrap.servers=%s:%s)",
+                "Kafka protocol on %s:%s (bootstrap.servers=%s:%s, security.protocol=%s)",
                 host,
                 kafka_port,
                 kafka_host or host,
                 kafka_port,
+                ("SASL_SSL" if token else "SSL")
+                if tls_cert
+                else ("SASL_PLAINTEXT" if token else "PLAINTEXT"),
             )
         stopping: list[asyncio.Task] = []
 

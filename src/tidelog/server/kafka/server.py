@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from typing import Any
 
 from ...log import Log
@@ -78,17 +79,29 @@ class KafkaServer:
         self.refused = 0  # connections refused at max_connections
 
     async def start(
-        self, host: str, port: int, reuse_port: bool = False, sock: socket.socket | None = None
+        self,
+        host: str,
+        port: int,
+        reuse_port: bool = False,
+        sock: socket.socket | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> asyncio.Server:
         broker = self.broker
         if broker.own_hub:
             broker.hub.start()
         if broker.own_writer:
             broker.writer.start()
+        # Under TLS a client has the handshake deadline for the TLS handshake too: one that
+        # opens a connection and says nothing holds no slot past it.
+        secure: dict[str, Any] = {}
+        if tls is not None:
+            secure = {"ssl": tls, "ssl_handshake_timeout": broker.limits.handshake_timeout}
         if sock is not None:  # bound by `serve` (server/listeners.py)
-            server = await asyncio.start_server(self._handle, sock=sock)
+            server = await asyncio.start_server(self._handle, sock=sock, **secure)
         else:
-            server = await asyncio.start_server(self._handle, host, port, reuse_port=reuse_port or None)
+            server = await asyncio.start_server(
+                self._handle, host, port, reuse_port=reuse_port or None, **secure
+            )
         broker.bind(host, server.sockets[0].getsockname()[1])
         _states[id(server)] = self
         return server
@@ -331,6 +344,7 @@ async def start_kafka_server(
     advertised_host: str | None = None,
     sock: socket.socket | None = None,
     throttle: AuthThrottle | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> asyncio.Server:
     """Listen for Kafka's protocol on host:port (0 picks a free port).
 
@@ -340,7 +354,8 @@ async def start_kafka_server(
     the host clients are told to connect to (default: `host`). `sock`: a
     listening socket to accept on instead of binding (`serve` binds every
     port first: server/listeners.py). `throttle`: failed logins counted with
-    the other fronts' (an own one when None).
+    the other fronts' (an own one when None). `tls`: serve TLS (clients' SSL, and
+    SASL_SSL with a token; a plaintext client's connection ends in the handshake).
     """
     broker = Broker(log, token, hub, writer, limits, advertised_host, throttle)
-    return await KafkaServer(broker).start(host, port, reuse_port, sock)
+    return await KafkaServer(broker).start(host, port, reuse_port, sock, tls)
